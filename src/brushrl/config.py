@@ -97,8 +97,9 @@ class SFTConfig(_Section):
     epochs: float = Field(3.0, gt=0)
     lr: float = Field(2e-3, gt=0)
     batch_size: int = Field(8, ge=1)
-    cache_dir: str = ".cache/brushrl"
-    """Where the trained tokenizer and warm-started model are cached (keyed by a config hash)."""
+    cache_dir: str = "~/.cache/brushrl"
+    """Where the trained tokenizer and warm-started model are cached, keyed by a hash of everything
+    that shapes them (``~`` expands; an absolute path survives ``ray job submit`` working dirs)."""
 
 
 class PolicyConfig(_Section):

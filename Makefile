@@ -1,0 +1,56 @@
+# brushrl: `make demo` sets everything up and trains on a local Ray cluster; `make test` runs the tests.
+SHELL := /bin/bash
+PY ?= python3
+VENV := $(CURDIR)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+CONFIG ?= configs/local.yaml
+RAY_DASHBOARD := http://127.0.0.1:8265
+# Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
+RAY_CPUS ?= 4
+# Ray job runtime_env: upload the repo without its heavy or generated folders (a .git upload over
+# 100 MiB fails the job), and point the job at this checkout's browser libraries.
+RUNTIME_ENV := {"excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}}
+
+.PHONY: help setup chromium demo test ray-start ray-stop clean
+
+help:
+	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
+	@echo "make test   run the test suite"
+	@echo "make setup  install only (Debian chromium, npm libraries, Python venv)"
+
+setup: chromium js/node_modules/.installed $(VENV)/.installed
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+js/node_modules/.installed: js/package.json js/package-lock.json
+	npm ci --prefix js --no-audit --no-fund
+	touch $@
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q torch==2.13.0
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+ray-start: setup
+	-ray stop --force >/dev/null 2>&1
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address=127.0.0.1 --port=6379 \
+	  --dashboard-host=127.0.0.1 --dashboard-port=8265 --num-cpus=$(RAY_CPUS) --metrics-export-port=8080 \
+	  --disable-usage-stats
+
+ray-stop:
+	-ray stop --force
+
+demo: ray-start
+	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
+	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs; \
+	  status=$$?; $(MAKE) --no-print-directory ray-stop; \
+	  echo "gallery: $(CURDIR)/runs/$$(python -c 'import yaml,sys; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')/gallery.html"; \
+	  exit $$status
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,130 @@
+"""``runs/<name>/``: everything a run leaves behind, written so that a stopped run is consistent.
+
+Layout::
+
+    config.yaml          the resolved config (defaults filled in)
+    rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``)
+    metrics.jsonl        one JSON object per learner step
+    png/step_0003/       the paintings, g<group>_s<sample>.png
+    checkpoints/step_0005/   LoRA adapter (PEFT save_pretrained, safetensors)
+    gallery.html, reward_curve.svg
+
+Every file is replaced atomically (write to a temporary name, then ``os.replace``) or appended
+line by line and flushed, so Ctrl-C or ``ray job stop`` at any moment leaves readable files that
+describe whole steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from brushrl.config import BrushRLConfig, save_resolved
+from brushrl.types import Sample
+
+#: Columns of ``rollouts.parquet``; ``reward_<component>`` columns are added per component.
+ROLLOUT_COLUMNS = (
+    "step", "group_id", "sample", "prompt", "completion", "code", "seed", "gate_verdict",
+    "gate_detail", "gate_stage", "total", "none_cause", "policy_version", "gen_s", "render_s",
+    "draw_s", "score_s", "paint_fraction", "png", "group_status",
+)
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a torn one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def sample_row(sample: Sample, index: int, group_status: str) -> dict:
+    """The ``rollouts.parquet`` row of one sample."""
+    render = sample.render
+    row = {
+        "step": sample.step,
+        "group_id": sample.group_id,
+        "sample": index,
+        "prompt": sample.completion.prompt,
+        "completion": sample.completion.text,
+        "code": sample.code,
+        "seed": sample.seed,
+        "gate_verdict": sample.gate.verdict,
+        "gate_detail": sample.gate.detail,
+        "gate_stage": sample.gate.stage,
+        "total": sample.reward,
+        "none_cause": sample.none_cause,
+        "policy_version": sample.completion.policy_version,
+        "gen_s": sample.completion.gen_s,
+        "render_s": render.wall_s if render else None,
+        "draw_s": render.draw_s if render else None,
+        "score_s": sample.score_s,
+        "paint_fraction": render.paint_fraction if render else None,
+        "png": sample.png_path,
+        "group_status": group_status,
+    }
+    for name, value in sample.components.items():
+        row[f"reward_{name}"] = value
+    return row
+
+
+class RunDir:
+    """Owns one run directory.
+
+    Args:
+        root: the run directory (``<output_dir>/<name>``).
+        overwrite: remove an existing directory first; otherwise an existing non-empty directory
+            raises ``FileExistsError``.
+    """
+
+    def __init__(self, root: str | Path, overwrite: bool = True):
+        self.root = Path(root).resolve()
+        if self.root.exists() and any(self.root.iterdir()):
+            if not overwrite:
+                raise FileExistsError(f"{self.root} exists (set run.overwrite: true or pick another run.name)")
+            shutil.rmtree(self.root)
+        (self.root / "png").mkdir(parents=True, exist_ok=True)
+        (self.root / "checkpoints").mkdir(exist_ok=True)
+        self._rows: list[dict] = []
+
+    @property
+    def gallery(self) -> Path:
+        return self.root / "gallery.html"
+
+    def save_config(self, cfg: BrushRLConfig) -> None:
+        save_resolved(cfg, self.root / "config.yaml")
+
+    def png_path(self, step: int, group_id: int, index: int) -> Path:
+        folder = self.root / "png" / f"step_{step:04d}"
+        folder.mkdir(exist_ok=True)
+        return folder / f"g{group_id}_s{index}.png"
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.root / "checkpoints" / f"step_{step:04d}"
+
+    def add_rows(self, rows: list[dict]) -> None:
+        """Append rows and rewrite ``rollouts.parquet`` atomically (runs hold thousands of rows)."""
+        self._rows.extend(rows)
+        tmp = self.root / ".rollouts.parquet.tmp"
+        pd.DataFrame(self._rows).to_parquet(tmp, index=False)
+        os.replace(tmp, self.root / "rollouts.parquet")
+
+    @property
+    def rows(self) -> list[dict]:
+        return self._rows
+
+    def log_metrics(self, record: dict) -> None:
+        """Append one JSON line to ``metrics.jsonl`` and flush it to disk."""
+        with open(self.root / "metrics.jsonl", "a") as fh:
+            fh.write(json.dumps(record, default=float) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def metrics(self) -> list[dict]:
+        path = self.root / "metrics.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,1 @@
+"""The orchestrator: connects rollout, gate, render, reward and learner into the training loop."""

@@ -1,0 +1,61 @@
+"""``brushrl train``."""
+
+from __future__ import annotations
+
+import argparse
+
+from brushrl.config import ConfigError, load_config
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by ``brushrl train`` and ``rayjobs/train.py``."""
+    p.add_argument("--config", default="configs/local.yaml", help="YAML run config (default: %(default)s)")
+    p.add_argument("--steps", type=int, help="override run.steps")
+    p.add_argument("--name", help="override run.name (the run directory's name)")
+    p.add_argument("--output-dir", help="override run.output_dir (parent of run directories)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any field by dotted path, YAML value (repeatable), e.g. --set render.num_actors=4")
+
+
+def config_from_args(args: argparse.Namespace):
+    """The validated config with command-line overrides applied (raises ``ConfigError``)."""
+    import yaml
+
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key] = yaml.safe_load(value)
+    if args.steps is not None:
+        overrides["run.steps"] = args.steps
+    if args.name:
+        overrides["run.name"] = args.name
+    if args.output_dir:
+        overrides["run.output_dir"] = args.output_dir
+    return load_config(args.config, overrides)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Run a training job; returns the exit code (2 for a bad config)."""
+    try:
+        cfg = config_from_args(args)
+    except ConfigError as exc:
+        print(exc)
+        return 2
+    from brushrl.orchestrator.trainer import Trainer
+
+    Trainer(cfg).run()
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train the policy with GRPO (local Ray, or the cluster of a Ray job)",
+        description="Warm-start the policy, start renderer/rollout/learner/scorer actors on Ray and run "
+        "GRPO for run.steps steps; writes runs/<name>/ (config, rollouts.parquet, PNGs, checkpoints, "
+        "metrics.jsonl, gallery.html).",
+    )
+    add_train_arguments(p)
+    p.set_defaults(func=run_train)

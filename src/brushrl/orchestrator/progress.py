@@ -1,0 +1,30 @@
+"""A one-line-per-step progress display that reads well in a terminal and in a Ray job log."""
+
+from __future__ import annotations
+
+import time
+
+
+class StepLine:
+    """Prints ``step 3/20 [#####.....] reward 0.412 gate 75% 28.1 s/step eta 7m58s`` per step."""
+
+    def __init__(self, total: int, out, width: int = 20):
+        self.total, self.out, self.width = total, out, width
+        self.start = time.perf_counter()
+
+    def update(self, step: int, record: dict) -> None:
+        """Print the line for ``step`` from its metrics ``record``."""
+        elapsed = time.perf_counter() - self.start
+        per_step = elapsed / step
+        done = int(self.width * step / self.total)
+        reward = record.get("reward/mean")
+        reward_txt = "  None" if reward is None else f"{reward:.3f}"
+        eta = per_step * (self.total - step)
+        print(
+            f"step {step:>3}/{self.total} [{'#' * done}{'.' * (self.width - done)}] "
+            f"reward {reward_txt} gate {100 * record.get('gate/pass_rate', 0):3.0f}% "
+            f"render p50 {record.get('render/p50_s', 0):.1f}s {per_step:.1f} s/step "
+            f"eta {int(eta // 60)}m{int(eta % 60):02d}s",
+            file=self.out,
+            flush=True,
+        )

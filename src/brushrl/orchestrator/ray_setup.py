@@ -1,0 +1,37 @@
+"""Connecting to (or starting) the Ray cluster."""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from brushrl.config import RayConfig
+
+
+def init_ray(cfg: RayConfig) -> None:
+    """Connect to the cluster the job runs on, or start a local one bound to 127.0.0.1.
+
+    Under ``ray job submit`` (``RAY_ADDRESS`` is set) the driver joins the job's cluster and passes
+    no ``runtime_env``: the job-level one applies (a driver-level one would conflict with it, a known
+    Ray trap). Without a cluster, a local one is started with ``cfg.num_cpus`` logical CPUs. Ray binds
+    to the machine's first interface by default; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` kept every
+    port on 127.0.0.1 on our CPU machine (shared/notes/probes.md), so it is set for local clusters.
+    """
+    if ray.is_initialized():
+        return
+    address = cfg.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+        return
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    kwargs = {}
+    if cfg.metrics_export_port:
+        kwargs["_metrics_export_port"] = cfg.metrics_export_port
+    ray.init(
+        num_cpus=cfg.num_cpus,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}},
+        **kwargs,
+    )

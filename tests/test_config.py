@@ -1,0 +1,60 @@
+"""Config validation: bad fields are named, the shipped configs load, overrides apply."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from brushrl.config import BrushRLConfig, ConfigError, load_config, parse_config, save_resolved
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_local_config_loads_with_documented_defaults():
+    cfg = load_config(ROOT / "configs/local.yaml")
+    assert cfg.rollout.group_size >= 4
+    assert cfg.learner.scale_rewards == "none"
+    assert cfg.learner.lora.target_modules == "all-linear"
+    assert cfg.learner.lr_scheduler == "constant_with_warmup"
+    assert cfg.policy.model == "tiny"
+
+
+def test_unknown_field_is_named():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"render": {"num_actor": 3}})
+    assert "render.num_actor" in str(err.value)
+
+
+def test_wrong_type_is_named():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"rollout": {"group_size": "four"}})
+    assert "rollout.group_size" in str(err.value)
+
+
+def test_out_of_range_is_named():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"rollout": {"group_size": 1}})
+    assert "rollout.group_size" in str(err.value)
+
+
+def test_unknown_reward_component_rejected():
+    with pytest.raises(ConfigError, match="reward.weights"):
+        parse_config({"reward": {"weights": {"gate": 0.1, "beauty": 0.9}}})
+
+
+def test_overrides_and_resolved_roundtrip(tmp_path):
+    cfg = load_config(ROOT / "configs/local.yaml", {"run.steps": 2, "render.num_actors": 1})
+    assert cfg.run.steps == 2 and cfg.render.num_actors == 1
+    out = tmp_path / "config.yaml"
+    save_resolved(cfg, out)
+    again = BrushRLConfig.model_validate(yaml.safe_load(out.read_text()))
+    assert again == cfg
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: [unclosed")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
