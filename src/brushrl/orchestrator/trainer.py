@@ -27,7 +27,7 @@ import ray
 from brushrl.artifacts.gallery import write_gallery
 from brushrl.artifacts.run_dir import RunDir, sample_row
 from brushrl.config import BrushRLConfig
-from brushrl.learner.advantages import filter_group
+from brushrl.learner import TrainSample, filter_group
 from brushrl.metrics import PipelineMetrics
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
@@ -149,7 +149,8 @@ class Trainer:
                 if status == "accepted":
                     accepted.append(g)
         t_learn = time.perf_counter()
-        stats = ray.get(learner.step.remote([g.samples for g in accepted])) if accepted else {}
+        batch = [[TrainSample.from_sample(s) for s in g.samples] for g in accepted]  # no PNGs to the learner
+        stats = ray.get(learner.step.remote(batch)) if accepted else {}
         version = ray.get(learner.policy_version.remote()) if accepted else None
         if accepted:
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), version))

@@ -1,0 +1,115 @@
+"""The learner as a Ray actor.
+
+The actor loads the policy itself (``brushrl.policy.load_policy``, imported inside the actor so that
+this module, and the driver importing it, need neither TRL nor the policy code) and wraps it in a
+:class:`~brushrl.learner.grpo.GRPOLearner`. Torch runs with ``policy.torch_threads`` intra-op
+threads (1 by default: a tiny-model step took ~1 s with 1 thread and 12-15 s with 2 on the 2-core
+machine, see /work/shared/notes/probes.md); ``OMP_NUM_THREADS`` is set to match before the worker
+imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import ray
+
+from brushrl.config import BrushRLConfig, PolicyConfig
+from brushrl.learner.samples import TrainSample
+from brushrl.types import Sample
+
+#: ``(policy_cfg) -> (model, tokenizer)``; the default is ``brushrl.policy.load_policy``.
+PolicyLoader = Callable[[PolicyConfig], tuple]
+
+
+class LearnerActor:
+    """Holds one :class:`~brushrl.learner.grpo.GRPOLearner`; every method runs in the actor process.
+
+    Args:
+        cfg: the run config; ``learner`` gives the hyper-parameters, ``policy`` the model,
+            ``rollout.group_size`` / ``rollout.max_new_tokens`` TRL's ``num_generations`` /
+            ``max_completion_length``, ``run.seed`` the LoRA init seed.
+        total_steps: optimizer steps of the run (for the LR schedule).
+        policy_loader: builds ``(model, tokenizer)`` from ``cfg.policy``; None uses
+            ``brushrl.policy.load_policy``.
+        learner_kwargs: extra keyword arguments of ``GRPOLearner`` (e.g. ``micro_batch_size``,
+            ``truncated_is_clip``).
+    """
+
+    def __init__(
+        self,
+        cfg: BrushRLConfig,
+        total_steps: int,
+        policy_loader: PolicyLoader | None = None,
+        learner_kwargs: dict | None = None,
+    ) -> None:
+        import torch
+
+        torch.set_num_threads(cfg.policy.torch_threads)
+        from brushrl.learner.grpo import GRPOLearner
+
+        if policy_loader is None:
+            from brushrl.policy import load_policy
+
+            policy_loader = load_policy
+        model, tokenizer = policy_loader(cfg.policy)
+        kwargs = {
+            "group_size": cfg.rollout.group_size,
+            "max_completion_length": cfg.rollout.max_new_tokens,
+            "seed": cfg.run.seed,
+            **(learner_kwargs or {}),
+        }
+        self.learner = GRPOLearner(model, tokenizer, cfg.learner, total_steps, **kwargs)
+
+    def step(self, groups: Sequence[Sequence[TrainSample | Sample]]) -> dict[str, float]:
+        """One optimizer step; see :meth:`GRPOLearner.step`. Sending ``TrainSample.from_sample``
+        copies instead of pipeline ``Sample`` objects avoids shipping their PNG bytes."""
+        return self.learner.step(groups)
+
+    def adapter_state(self) -> dict:
+        """LoRA weights as CPU tensors (``peft.get_peft_model_state_dict`` keys)."""
+        return self.learner.adapter_state()
+
+    def save_adapter(self, path: str) -> str:
+        """Save the adapter (safetensors) into folder ``path``; returns the path."""
+        return str(self.learner.save_adapter(path))
+
+    def policy_version(self) -> int:
+        """Optimizer steps taken so far."""
+        return self.learner.policy_version
+
+    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """Per-token log-probs of a completion under the current policy (diagnostics, tests)."""
+        return self.learner.completion_logprobs(prompt_ids, completion_ids)
+
+
+def make_learner_actor(
+    cfg: BrushRLConfig,
+    total_steps: int,
+    *,
+    policy_loader: PolicyLoader | None = None,
+    num_gpus: float = 0.0,
+    **learner_kwargs,
+) -> "ray.actor.ActorHandle":
+    """Start a :class:`LearnerActor` on the connected Ray cluster.
+
+    It reserves ``cfg.learner.num_cpus`` logical CPUs and ``num_gpus`` GPUs, with
+    ``OMP_NUM_THREADS = cfg.policy.torch_threads`` in its environment.
+
+    Args:
+        cfg: the run config (see :class:`LearnerActor`).
+        total_steps: optimizer steps of the run.
+        policy_loader: see :class:`LearnerActor`; must be picklable by Ray (cloudpickle).
+        num_gpus: GPUs to reserve (LearnerConfig has no such field yet).
+        **learner_kwargs: passed to ``GRPOLearner``.
+
+    Returns:
+        The actor handle; the constructor runs asynchronously (the first method call waits for it).
+    """
+    threads = str(cfg.policy.torch_threads)
+    remote_cls = ray.remote(LearnerActor).options(
+        num_cpus=cfg.learner.num_cpus,
+        num_gpus=num_gpus,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
+    )
+    return remote_cls.remote(cfg, total_steps, policy_loader, learner_kwargs)

@@ -1,0 +1,168 @@
+"""GRPO group-relative advantages and the group filter.
+
+GRPO (Shao et al. 2024, *DeepSeekMath*, arXiv:2402.03300, sec. 4.1.2) replaces PPO's value baseline
+by the mean reward of the G completions sampled for the same prompt (one *group*). With ``r_1..r_G``
+the group's rewards and ``V`` the indices of its valid (non-None) rewards::
+
+    mean = sum(r_j for j in V) / |V|
+    std  = sqrt(sum((r_j - mean)**2 for j in V) / (|V| - 1))     # Bessel, as TRL's ``nanstd``
+    A_i  = (r_i - mean) / d
+
+where ``scale_rewards`` picks the divisor ``d``:
+
+* ``"none"``: ``d = 1`` (Dr. GRPO, Liu et al. 2025, arXiv:2503.20783: the std divisor adds a
+  question-difficulty bias; the HF reproduction also found that one gate rejection shrank the
+  survivors' advantages under ``group``);
+* ``"group"``: ``d = std + 1e-4`` (DeepSeekMath's normalisation);
+* ``"batch"``: ``d = std_batch + 1e-4``, ``std_batch`` being the Bessel std of every valid reward in
+  the batch (the baseline stays per group).
+
+This mirrors TRL 1.16 ``GRPOTrainer._generate_and_score_completions`` (``sum_then_normalize``): a
+None reward becomes NaN there and is left out of ``nanmean``/``nanstd``. TRL then trains that
+completion with advantage 0; here its advantage is None and the learner leaves it out of the batch
+entirely, so it neither moves the policy nor counts in the token normaliser of the loss.
+
+Two departures from TRL, both about groups without signal: when the valid rewards' std is at most
+``tol`` every valid advantage is exactly 0.0 (TRL would divide a 1e-8 spread by ``1e-4``), and
+:class:`GroupFilter` lets the orchestrator drop and count such groups before they reach the learner.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+ScaleRewards = Literal["none", "group", "batch"]
+
+#: Added to the std divisor, as in TRL (``advantages / (std_rewards + 1e-4)``).
+STD_EPS = 1e-4
+
+#: Group filter verdicts; the names match the ``status`` tag of ``brushrl_groups_total``.
+ACCEPTED = "accepted"
+TOO_FEW_VALID = "too_few_valid"
+ZERO_VARIANCE = "zero_variance"
+
+
+def _valid(rewards: Sequence[float | None]) -> list[float]:
+    return [float(r) for r in rewards if r is not None]
+
+
+def reward_std(values: Sequence[float]) -> float:
+    """Bessel-corrected standard deviation of ``values`` (TRL's ``nanstd``); 0.0 for fewer than 2."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def _check_scale(scale_rewards: str) -> None:
+    if scale_rewards not in ("none", "group", "batch"):
+        raise ValueError(f"scale_rewards must be 'none', 'group' or 'batch', got {scale_rewards!r}")
+
+
+def group_advantages(
+    rewards: Sequence[float | None],
+    scale_rewards: ScaleRewards = "none",
+    tol: float = 0.0,
+    batch_std: float | None = None,
+) -> list[float | None]:
+    """Advantages of ONE group (see the module docstring for the formulas).
+
+    Args:
+        rewards: the group's rewards in sample order; None marks an unscorable sample.
+        scale_rewards: ``"none"``, ``"group"`` or ``"batch"`` (TRL's meaning).
+        tol: if the valid rewards' std is ``<= tol`` the group has no signal and every valid
+            advantage is 0.0.
+        batch_std: the batch-wide reward std; required when ``scale_rewards == "batch"``
+            (:func:`batch_advantages` supplies it).
+
+    Returns:
+        One entry per reward: a float advantage, or None where the reward is None. A group with no
+        valid reward gives all None; a group with one valid reward gives it 0.0.
+
+    Raises:
+        ValueError: unknown ``scale_rewards``, or ``"batch"`` without ``batch_std``.
+    """
+    _check_scale(scale_rewards)
+    if scale_rewards == "batch" and batch_std is None:
+        raise ValueError("scale_rewards='batch' needs batch_std (use batch_advantages)")
+    valid = _valid(rewards)
+    if not valid:
+        return [None] * len(rewards)
+    mean = math.fsum(valid) / len(valid)
+    std = reward_std(valid)
+    if std <= tol:
+        return [None if r is None else 0.0 for r in rewards]
+    if scale_rewards == "group":
+        divisor = std + STD_EPS
+    elif scale_rewards == "batch":
+        divisor = batch_std + STD_EPS
+    else:
+        divisor = 1.0
+    return [None if r is None else (float(r) - mean) / divisor for r in rewards]
+
+
+def batch_advantages(
+    groups: Sequence[Sequence[float | None]],
+    scale_rewards: ScaleRewards = "none",
+    tol: float = 0.0,
+) -> list[list[float | None]]:
+    """Advantages of several groups trained together in one learner step.
+
+    The baseline is always per group; only ``"batch"`` scaling looks across groups, dividing by the
+    Bessel std of all valid rewards of ``groups`` (TRL: ``nanstd(rewards)`` over the batch).
+
+    Args:
+        groups: per group, its rewards (None = unscorable).
+        scale_rewards, tol: as in :func:`group_advantages`.
+
+    Returns:
+        Advantages shaped like ``groups``.
+
+    Raises:
+        ValueError: unknown ``scale_rewards``.
+    """
+    _check_scale(scale_rewards)
+    batch_std = reward_std([r for g in groups for r in _valid(g)]) if scale_rewards == "batch" else None
+    return [group_advantages(g, scale_rewards, tol, batch_std) for g in groups]
+
+
+@dataclass(frozen=True)
+class GroupFilter:
+    """Decides whether a group carries a learning signal.
+
+    Attributes:
+        min_valid: fewer valid (non-None) rewards than this -> ``too_few_valid`` (a baseline from
+            one sample is the sample itself: its advantage would be 0).
+        tol: a valid-reward std ``<= tol`` -> ``zero_variance`` (all advantages 0: no gradient, only cost).
+    """
+
+    min_valid: int = 2
+    tol: float = 1e-6
+
+    @classmethod
+    def from_config(cls, cfg) -> "GroupFilter":
+        """Build from a :class:`brushrl.config.LearnerConfig` (``min_valid_per_group``, ``zero_variance_tol``)."""
+        return cls(min_valid=cfg.min_valid_per_group, tol=cfg.zero_variance_tol)
+
+    def verdict(self, rewards: Sequence[float | None]) -> str:
+        """Return :data:`ACCEPTED`, :data:`TOO_FEW_VALID` or :data:`ZERO_VARIANCE` (checked in that
+        order of precedence: too few valid first)."""
+        valid = _valid(rewards)
+        if len(valid) < self.min_valid:
+            return TOO_FEW_VALID
+        if reward_std(valid) <= self.tol:
+            return ZERO_VARIANCE
+        return ACCEPTED
+
+
+def filter_group(rewards: Sequence[float | None], min_valid: int = 2, tol: float = 1e-6) -> str | None:
+    """Why a group should be dropped: :data:`TOO_FEW_VALID`, :data:`ZERO_VARIANCE`, or None to keep it.
+
+    Shorthand for ``GroupFilter(min_valid, tol).verdict(rewards)`` with None for :data:`ACCEPTED`.
+    """
+    verdict = GroupFilter(min_valid, tol).verdict(rewards)
+    return None if verdict == ACCEPTED else verdict

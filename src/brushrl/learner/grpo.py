@@ -1,0 +1,374 @@
+"""The GRPO learner: TRL's GRPO loss on groups produced outside TRL, training a PEFT LoRA adapter.
+
+The Ray pipeline samples, renders and scores completions itself, so TRL's generation loop
+(``GRPOTrainer.train``) is never run. :class:`GRPOLearner` builds a ``trl.GRPOTrainer`` only to own
+the LoRA-wrapped model, the optimizer, the LR scheduler, the accelerator and the loss; each
+:meth:`GRPOLearner.step` pads the pipeline's groups into the batch dict that TRL's own
+``_generate_and_score_completions`` would have produced and calls ``trainer.compute_loss`` on it.
+
+Off-policy correction. The behaviour policy (the rollout engine's weights, possibly a few policy
+versions old) logged each token's log-prob. Two ways to use them, both through TRL's loss:
+
+* ``truncated_is_clip=None`` (default): the behaviour log-probs are passed as
+  ``old_per_token_logps``, so TRL's clipped ratio ``pi_theta / pi_behaviour`` (PPO, Schulman et al.
+  2017; GRPO eq. 3) is taken against the policy that actually sampled; tokens whose ratio left
+  ``[1 - epsilon, 1 + epsilon]`` in the direction of their advantage get no gradient.
+* ``truncated_is_clip=C``: decoupled PPO (Hilton et al. 2021, arXiv:2110.00641) with truncated
+  importance sampling (IMPALA, Espeholt et al. 2018; TRL's ``vllm_importance_sampling_correction``
+  in ``token_truncate`` mode). The proximal policy is the learner's weights at the start of the
+  step (TRL's ``old_per_token_logps = per_token_logps.detach()`` when none is passed), and each
+  token's loss is weighted by ``w = min(pi_proximal / pi_behaviour, C)``. TRL only reads its
+  ``importance_sampling_ratio`` input when it drives vLLM itself, so ``w`` is folded into a (B, T)
+  advantage tensor, which ``_compute_loss`` accepts; every loss type but ``vespo`` is linear in a
+  positive per-token factor of the advantage, so this equals TRL's multiplication. It costs one
+  extra no-grad forward per micro-batch.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from peft import LoraConfig as PeftLoraConfig
+from peft import get_peft_model_state_dict
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from trl import GRPOConfig, GRPOTrainer
+
+from brushrl.config import LearnerConfig
+from brushrl.learner.advantages import ACCEPTED, GroupFilter, batch_advantages
+from brushrl.learner.batch import collate
+from brushrl.learner.samples import TrainSample, as_train_sample
+from brushrl.types import Sample
+
+#: How TRL 1.16 ``GRPOTrainer._compute_loss`` normalises each loss type, hence the weight that makes
+#: the gradient summed over micro-batches equal to that of one call on the whole step batch
+#: (B samples and N tokens in the step, b and n in the micro-batch):
+#: ``"one"``: token sum / ``num_items_in_batch`` (we pass N) -> weight 1;
+#: ``"seq"``: mean over sequences (``dr_grpo``: sum / (b * max_completion_length)) -> weight b / B;
+#: ``"tok"``: token sum / n -> weight n / N.
+_MICRO_WEIGHT = {
+    "dapo": "one",
+    "cispo": "one",
+    "vespo": "one",
+    "grpo": "seq",
+    "sapo": "seq",
+    "luspo": "seq",
+    "dr_grpo": "seq",
+    "bnpo": "tok",
+}
+
+#: TRL's per-micro-batch metrics surfaced in :meth:`GRPOLearner.step` (name in TRL -> our name).
+_TRL_METRICS = {
+    "clip_ratio/region_mean": "clip_ratio",
+    "clip_ratio/low_mean": "clip_ratio_low",
+    "clip_ratio/high_mean": "clip_ratio_high",
+    "entropy": "entropy",
+    "kl": "kl",
+}
+
+
+def _never_called(completions, **kwargs):
+    """Reward source required by ``GRPOTrainer.__init__``; rewards come from the pipeline instead."""
+    raise RuntimeError("brushrl feeds scored groups to GRPOLearner.step; GRPOTrainer.train() is not used")
+
+
+class GRPOLearner:
+    """Trains a LoRA adapter on a causal LM with TRL's GRPO loss, one optimizer step per call to :meth:`step`.
+
+    The model is wrapped in place with PEFT LoRA (``r``, ``alpha``, ``dropout``, ``target_modules``
+    of ``cfg.lora``; ``all-linear`` leaves the output head out). On a GPU it trains with bf16
+    autocast and activation checkpointing; on CPU in the model's dtype, without checkpointing.
+    Under bf16 the learner's log-probs differ more from an fp32 rollout engine's, which shows up as
+    PPO ratios away from 1 even on-policy (the truncated-IS metrics measure it).
+
+    Args:
+        model: a ``transformers`` causal LM (not already a PEFT model); LoRA layers are injected
+            into it in place. Loading it is the caller's job (``brushrl.policy.load_policy`` in the actor).
+        tokenizer: its tokenizer; only ``pad_token_id``/``eos_token_id`` are used (TRL sets the pad
+            token to EOS when missing).
+        cfg: learner hyper-parameters (lr, scheduler, warmup, scale_rewards, loss_type, beta,
+            epsilon, max_grad_norm, group filter, LoRA).
+        total_steps: optimizer steps of the run (sizes decaying schedules).
+        group_size: G, completions per prompt; TRL's ``num_generations`` (informational here:
+            :meth:`step` takes groups of any size).
+        micro_batch_size: samples per forward/backward; gradients are accumulated so that the
+            update equals the full-batch one (see ``_MICRO_WEIGHT``).
+        max_completion_length: the rollout's ``max_new_tokens``; only ``dr_grpo`` normalises by it.
+        truncated_is_clip: None, or the cap ``C`` of truncated importance sampling (module docstring).
+        seed: TRL seeds the global RNGs with it before creating the adapter (reproducible LoRA init).
+        output_dir: the Trainer's output folder (nothing is written to it); a temporary one if None.
+
+    Raises:
+        ValueError: unknown ``cfg.loss_type``, ``truncated_is_clip`` with ``vespo`` or not > 0.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        cfg: LearnerConfig,
+        total_steps: int,
+        *,
+        group_size: int = 4,
+        micro_batch_size: int = 8,
+        max_completion_length: int = 1024,
+        truncated_is_clip: float | None = None,
+        seed: int = 0,
+        output_dir: str | None = None,
+    ) -> None:
+        if cfg.loss_type not in _MICRO_WEIGHT:
+            raise ValueError(f"loss_type {cfg.loss_type!r} not supported; one of {sorted(_MICRO_WEIGHT)}")
+        if truncated_is_clip is not None and (truncated_is_clip <= 0 or cfg.loss_type == "vespo"):
+            raise ValueError("truncated_is_clip must be > 0 and cannot be used with loss_type 'vespo'")
+        self.cfg = cfg
+        self.micro_batch_size = max(1, micro_batch_size)
+        self.truncated_is_clip = truncated_is_clip
+        self.group_filter = GroupFilter.from_config(cfg)
+        self._policy_version = 0
+        self._tmpdir = None
+        if output_dir is None:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="brushrl-learner-")
+            output_dir = self._tmpdir.name
+        on_gpu = torch.cuda.is_available()
+        args = GRPOConfig(
+            output_dir=output_dir,
+            learning_rate=cfg.lr,
+            lr_scheduler_type=cfg.lr_scheduler,
+            warmup_steps=cfg.warmup_steps,
+            max_grad_norm=cfg.max_grad_norm,
+            scale_rewards=cfg.scale_rewards,
+            loss_type=cfg.loss_type,
+            beta=cfg.beta,
+            epsilon=cfg.epsilon,
+            num_generations=group_size,
+            per_device_train_batch_size=group_size,
+            gradient_accumulation_steps=1,
+            max_completion_length=max_completion_length,
+            temperature=1.0,  # behaviour log-probs are logged at temperature 1 (brushrl.types.Completion)
+            use_cpu=not on_gpu,
+            bf16=on_gpu,
+            activation_checkpointing=on_gpu,
+            report_to="none",
+            logging_strategy="no",
+            save_strategy="no",
+            seed=seed,
+        )
+        peft_config = PeftLoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=cfg.lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+        # GRPOTrainer insists on a reward source and a train dataset even though train() is never
+        # called: a reward function that raises and a one-row dataset are constructor plumbing only.
+        self.trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=_never_called,
+            args=args,
+            train_dataset=Dataset.from_dict({"prompt": ["unused"]}),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+        )
+        # Set by Trainer's training loop per accumulation window; our own accumulation weights the
+        # micro-batch losses instead, so TRL must not divide them again.
+        self.trainer.current_gradient_accumulation_steps = 1
+        self.trainer.create_optimizer_and_scheduler(num_training_steps=total_steps)
+        self.model = self.trainer.model
+        self.device = self.trainer.accelerator.device
+        self.pad_token_id = tokenizer.pad_token_id  # GRPOTrainer set it to EOS if it was missing
+
+    # ------------------------------------------------------------------ state
+    @property
+    def policy_version(self) -> int:
+        """Number of optimizer steps taken (0 = the weights the learner was built with)."""
+        return self._policy_version
+
+    @property
+    def lr(self) -> float:
+        """Learning rate the next :meth:`step` will use."""
+        return float(self.trainer.lr_scheduler.get_last_lr()[0])
+
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        """The LoRA weights as CPU tensors, keyed as ``peft.get_peft_model_state_dict`` names them.
+
+        Apply with ``peft.set_peft_model_state_dict(peft_model, state)`` on a model wrapped with
+        the same LoRA config.
+        """
+        state = get_peft_model_state_dict(self.model)
+        return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+
+    def save_adapter(self, path: str | Path) -> Path:
+        """Write the adapter (``adapter_config.json`` + ``adapter_model.safetensors``) to folder ``path``."""
+        path = Path(path)
+        self.model.save_pretrained(str(path), safe_serialization=True)
+        return path
+
+    # ------------------------------------------------------------- log-probs
+    def _token_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per-token log-probs (B, T) float32 of the completions under the current weights, no grad.
+
+        Uses the fused LM head TRL installs (``trl.trainer.utils.add_fused_lm_head``), as its loss does.
+        """
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        t = batch["completion_ids"].size(1)
+        labels = input_ids.masked_fill(attention_mask == 0, -100)
+        labels[:, :-t] = -100
+        with torch.no_grad(), self.trainer.accelerator.autocast():
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
+        return out.log_probs[:, -t:].float() * batch["completion_mask"]
+
+    def completion_logprobs(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
+        """Log-probs (natural log, temperature 1) of each completion token under the current policy.
+
+        Returns:
+            ``len(completion_ids)`` floats.
+        """
+        sample = TrainSample(list(prompt_ids), list(completion_ids), [0.0] * len(completion_ids), None)
+        batch = collate([sample], [0.0], self.pad_token_id, self.device)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._token_logps(batch)[0].tolist()
+        finally:
+            self.model.train(was_training)
+
+    # ------------------------------------------------------------------ step
+    def _select(self, groups: Sequence[Sequence[TrainSample]]) -> tuple[list[TrainSample], list[float], dict]:
+        """Filter groups, compute advantages, drop None-reward and empty samples."""
+        counts = {"groups_accepted": 0.0, "groups_too_few_valid": 0.0, "groups_zero_variance": 0.0}
+        kept = []
+        for group in groups:
+            verdict = self.group_filter.verdict([s.reward for s in group])
+            counts[f"groups_{verdict}"] += 1
+            if verdict == ACCEPTED:
+                kept.append(group)
+        rewards = [[s.reward for s in g] for g in kept]
+        advs = batch_advantages(rewards, self.cfg.scale_rewards, self.cfg.zero_variance_tol)
+        samples, advantages = [], []
+        for group, group_advs in zip(kept, advs):
+            for sample, adv in zip(group, group_advs):
+                if adv is not None and sample.completion_ids:
+                    samples.append(sample)
+                    advantages.append(adv)
+        counts["samples_excluded"] = float(sum(len(g) for g in kept) - len(samples))
+        return samples, advantages, counts
+
+    def _micro_weight(self, batch: dict[str, torch.Tensor], n_samples: int, n_tokens: int) -> float:
+        kind = _MICRO_WEIGHT[self.cfg.loss_type]
+        if kind == "seq":
+            return batch["completion_ids"].size(0) / n_samples
+        if kind == "tok":
+            return float(batch["completion_mask"].sum()) / n_tokens
+        return 1.0
+
+    def _loss_inputs(self, batch: dict[str, torch.Tensor], n_tokens: int, stats: dict) -> dict[str, torch.Tensor]:
+        """The batch dict ``GRPOTrainer._compute_loss`` reads (see the module docstring)."""
+        mask = batch["completion_mask"]
+        inputs = {k: batch[k] for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")}
+        inputs["num_items_in_batch"] = torch.tensor(float(n_tokens), device=self.device)
+        if self.truncated_is_clip is None:
+            inputs["advantages"] = batch["advantages"]
+            inputs["old_per_token_logps"] = batch["behaviour_logps"]
+        else:
+            log_ratio = (self._token_logps(batch) - batch["behaviour_logps"]) * mask
+            ratio = torch.exp(log_ratio)
+            weight = torch.clamp(ratio, max=self.truncated_is_clip)
+            inputs["advantages"] = batch["advantages"].unsqueeze(1) * weight
+            real = mask.bool()
+            stats["is_ratio_sum"] += float(ratio[real].sum())
+            stats["is_ratio_max"] = max(stats["is_ratio_max"], float(ratio[real].max()))
+            stats["is_truncated"] += float((ratio[real] > self.truncated_is_clip).sum())
+        if self.cfg.beta != 0.0:
+            with self.model.disable_adapter():
+                inputs["ref_per_token_logps"] = self._token_logps(batch)
+        return inputs
+
+    def _trl_metrics(self) -> dict[str, float]:
+        """Average and clear the per-micro-batch metrics TRL's loss logged (clip ratios, entropy, kl)."""
+        logged = getattr(self.trainer, "_metrics", {}).get("train", {})  # TRL internals: optional
+        out = {ours: sum(logged[k]) / len(logged[k]) for k, ours in _TRL_METRICS.items() if logged.get(k)}
+        logged.clear()
+        return out
+
+    def step(self, groups: Sequence[Sequence[TrainSample | Sample]]) -> dict[str, float]:
+        """One GRPO optimizer step on ``groups`` (each the G samples of one prompt).
+
+        Groups the :class:`~brushrl.learner.advantages.GroupFilter` rejects are dropped (and
+        counted); in the rest, samples with a None reward are left out. Advantages follow
+        ``cfg.scale_rewards`` (:func:`~brushrl.learner.advantages.batch_advantages`). The loss
+        is TRL's; then gradient clipping at ``cfg.max_grad_norm``, one optimizer and one
+        scheduler step, and ``policy_version`` goes up by one. When nothing is left to train on,
+        no optimizer step is taken and ``skipped`` is 1.
+
+        Args:
+            groups: lists of :class:`~brushrl.learner.samples.TrainSample` or pipeline
+                :class:`~brushrl.types.Sample`.
+
+        Returns:
+            ``loss`` (the full-batch TRL loss), ``grad_norm`` (before clipping), ``lr`` (used for
+            this update), ``n_samples``, ``n_tokens`` (completion tokens trained on),
+            ``adv_mean``, ``adv_abs_mean``, ``groups_accepted``, ``groups_too_few_valid``,
+            ``groups_zero_variance``, ``samples_excluded`` (None rewards in accepted groups),
+            ``clip_ratio`` (+ ``_low``/``_high``), ``entropy`` (mean per-token, nats), ``kl`` when
+            beta > 0, ``is_ratio_mean``/``is_ratio_max``/``is_truncated_frac`` with truncated IS,
+            ``staleness_mean``/``staleness_max`` (policy versions behind) when samples carry a
+            version, ``policy_version`` (after the step), ``skipped`` and ``step_s`` (wall seconds).
+        """
+        t0 = time.perf_counter()
+        version_before = self._policy_version
+        train_groups = [[as_train_sample(s) for s in g] for g in groups]
+        samples, advantages, metrics = self._select(train_groups)
+        n_samples = len(samples)
+        n_tokens = sum(len(s.completion_ids) for s in samples)
+        metrics.update(n_samples=float(n_samples), n_tokens=float(n_tokens), lr=self.lr, skipped=0.0)
+        if n_samples == 0:
+            metrics.update(skipped=1.0, policy_version=float(version_before), step_s=time.perf_counter() - t0)
+            return metrics
+
+        self.model.train()
+        optimizer = self.trainer.optimizer
+        optimizer.zero_grad(set_to_none=True)
+        stats = {"is_ratio_sum": 0.0, "is_ratio_max": 0.0, "is_truncated": 0.0}
+        loss_total = 0.0
+        for start in range(0, n_samples, self.micro_batch_size):
+            end = start + self.micro_batch_size
+            batch = collate(samples[start:end], advantages[start:end], self.pad_token_id, self.device)
+            inputs = self._loss_inputs(batch, n_tokens, stats)
+            with self.trainer.compute_loss_context_manager():
+                loss = self.trainer.compute_loss(self.model, inputs)
+            loss = loss * self._micro_weight(batch, n_samples, n_tokens)
+            self.trainer.accelerator.backward(loss)
+            loss_total += float(loss.detach())
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = self.trainer.accelerator.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        optimizer.step()
+        self.trainer.lr_scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        self._policy_version += 1
+
+        metrics.update(self._trl_metrics())
+        metrics.update(
+            loss=loss_total,
+            grad_norm=float(grad_norm),
+            adv_mean=sum(advantages) / n_samples,
+            adv_abs_mean=sum(abs(a) for a in advantages) / n_samples,
+            policy_version=float(self._policy_version),
+        )
+        if self.truncated_is_clip is not None:
+            metrics.update(
+                is_ratio_mean=stats["is_ratio_sum"] / n_tokens,
+                is_ratio_max=stats["is_ratio_max"],
+                is_truncated_frac=stats["is_truncated"] / n_tokens,
+            )
+        versions = [s.policy_version for s in samples if s.policy_version is not None]
+        if versions:
+            lags = [version_before - v for v in versions]
+            metrics.update(staleness_mean=sum(lags) / len(lags), staleness_max=float(max(lags)))
+        metrics["step_s"] = time.perf_counter() - t0
+        return metrics
