@@ -1,0 +1,73 @@
+"""The gate: judge a policy reply before (static) and after (runtime) it is rendered.
+
+A failing gate scores 0; a passing one lets the sample be scored. The policy writes arbitrary
+JavaScript, so the gate is a security and anti-reward-hacking boundary: it parses the sketch with
+tree-sitter and judges what the code does (scope-resolved names, member accesses, call shapes),
+never words in comments or strings. The renderer's sandbox (blocked network) is the second layer.
+
+API::
+
+    extract_code(reply) -> str | None
+    check_static(reply, cfg: GateConfig, canvas_size) -> (code | None, GateVerdict(stage="static"))
+    check_code(code, cfg, canvas_size) -> GateVerdict(stage="static")      # already-extracted code
+    check_runtime(render: RenderResult, cfg: GateConfig, canvas_size)
+        -> GateVerdict(stage="runtime")
+        # raises InfraRender (a ValueError) for status "infra": not a verdict, the reward is None
+
+Static reason codes, in priority order (the first one that applies is reported):
+
+======================  ==========================================================================
+code                    meaning
+======================  ==========================================================================
+no_sketch_in_response   no ```js / ```javascript / bare fenced block and no ``setup`` in the reply
+truncated               the code stops mid-construct: parse error or unclosed bracket/literal at EOF
+syntax_error            tree-sitter ERROR/MISSING nodes elsewhere, JSX, or module ``export``
+external_access         network/DOM/storage/eval/Function/global object/p5 loaders and DOM makers,
+                        any other browser API (``requestAnimationFrame``), ``.constructor`` /
+                        ``__proto__`` tricks, member names built at run time, URL or data:
+                        strings, ``with``, ``import``, ``this`` outside a class
+text_label              text, textFont, textSize, textAlign, ..., FontFace
+pixel_access            pixels, loadPixels/updatePixels, get/set, image, copy, blend, filter,
+                        shaders, drawingContext, saveCanvas, keeping createCanvas's renderer
+bare_primitives         p5's own shapes: rect, ellipse, circle, line, beginShape, vertex, box, ...
+unknown_brush_method    brush.X not exported by p5.brush 2.2.2; ``brush`` aliased or indexed
+not_whitelisted         a real brush method outside ``gate.whitelist`` (if ``enforce_whitelist``)
+disallowed_global       any other global: p5 functions off the allowlist (p5's own ``fill``,
+                        ``millis``), ECMAScript globals off it (``ArrayBuffer``), undeclared names
+missing_setup           no top-level ``function setup`` / ``var setup = function`` (let/const
+                        setup is not on window, so p5 never calls it)
+name_collision          a top-level declaration or assignment named like a p5 global (``log``,
+                        ``hue``), ``brush``, ``p5``, window/document/location/top; a top-level
+                        var/function named like a browser global (``var name``); a local ``brush``
+not_webgl               no createCanvas, or one without WEBGL as its third argument
+wrong_canvas_size       createCanvas size other than the literals (canvas_size, canvas_size);
+                        resizeCanvas, pixelDensity, noCanvas, fullscreen
+no_painting_calls       no brush painting call (endShape, circle, rect, arc, line, spline, ...)
+======================  ==========================================================================
+
+Runtime reason codes, checked in this order: ``render_error`` (the sketch threw),
+``render_timeout`` (deadline on every attempt), ``wrong_canvas_size`` (PNG IHDR size),
+``blank_canvas`` (``paint_fraction < gate.min_paint_fraction``).
+
+The allowlists and deny lists are in :mod:`brushrl.gate.policy`; p5's global names and
+p5.brush's exports come from the installed libraries via :mod:`brushrl.gate.names`.
+"""
+
+from brushrl.gate.extract import extract_code
+from brushrl.gate.reasons import ALL_VERDICTS, RUNTIME_ORDER, STATIC_PRIORITY
+from brushrl.gate.runtime import InfraRender, check_runtime, png_size
+from brushrl.gate.static import Finding, check_code, check_static, findings_for
+
+__all__ = [
+    "ALL_VERDICTS",
+    "RUNTIME_ORDER",
+    "STATIC_PRIORITY",
+    "Finding",
+    "InfraRender",
+    "check_code",
+    "check_runtime",
+    "check_static",
+    "extract_code",
+    "findings_for",
+    "png_size",
+]

@@ -1,0 +1,88 @@
+"""The runtime gate: judge what a render produced.
+
+Checks, in order: ``render_error`` (status ``error``), ``render_timeout`` (status ``timeout``),
+``wrong_canvas_size`` (the PNG's IHDR width/height differ from ``canvas_size``), ``blank_canvas``
+(``paint_fraction < cfg.min_paint_fraction``), else pass. The size comes before blankness because
+the paint fraction of a wrongly sized canvas says nothing about the requested picture.
+
+An ``infra`` render is NOT judged: the sketch did not cause it, so it must not score 0.
+:func:`check_runtime` raises :class:`InfraRender` (a ``ValueError``) for it, and for an ``ok``
+render without valid PNG bytes (a renderer bug, not a sketch fault); the reward layer turns
+that into a None reward.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from brushrl.config import GateConfig
+from brushrl.gate import reasons as R
+from brushrl.types import PASS, GateVerdict, RenderResult
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class InfraRender(ValueError):
+    """The render failed for infrastructure reasons; it has no gate verdict (reward is None)."""
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """``(width, height)`` in pixels from a PNG's IHDR chunk (PNG spec, section 11.2.2).
+
+    Raises:
+        ValueError: not a PNG or IHDR is not the first chunk.
+    """
+    if len(png) < 24 or png[:8] != PNG_SIGNATURE or png[12:16] != b"IHDR":
+        raise ValueError("not a PNG (bad signature or no IHDR chunk first)")
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> GateVerdict:
+    """Judge one render.
+
+    Args:
+        render: what the renderer returned for the sketch.
+        cfg: gate settings (``min_paint_fraction``).
+        canvas_size: the expected square side in pixels.
+
+    Returns:
+        ``GateVerdict(stage="runtime")``: ``pass`` or ``render_error`` / ``render_timeout`` /
+        ``wrong_canvas_size`` / ``blank_canvas``.
+
+    Raises:
+        InfraRender: ``render.status == "infra"``, or an ``ok`` render whose ``png`` is missing or
+            not a PNG. Infra failures are not gate verdicts; the caller makes the reward None.
+    """
+    if render.status == "infra":
+        raise InfraRender(f"infra render failure is not a gate verdict: {render.detail}")
+    if render.status == "error":
+        first = render.js_errors[0] if render.js_errors else render.detail
+        return GateVerdict(R.RENDER_ERROR, f"the sketch threw: {first}"[:500], "runtime")
+    if render.status == "timeout":
+        return GateVerdict(
+            R.RENDER_TIMEOUT,
+            f"deadline hit on all {render.attempts} attempt(s) {render.detail}".strip(),
+            "runtime",
+        )
+    if render.status != "ok":
+        raise InfraRender(f"unknown render status {render.status!r}")
+    if not render.png:
+        raise InfraRender("render status ok but no PNG bytes")
+    try:
+        width, height = png_size(render.png)
+    except ValueError as exc:
+        raise InfraRender(f"render status ok but {exc}") from None
+    if (width, height) != (canvas_size, canvas_size):
+        return GateVerdict(
+            R.WRONG_CANVAS_SIZE,
+            f"canvas is {width}x{height}, expected {canvas_size}x{canvas_size}",
+            "runtime",
+        )
+    if render.paint_fraction < cfg.min_paint_fraction:
+        return GateVerdict(
+            R.BLANK_CANVAS,
+            f"paint_fraction {render.paint_fraction:.4f} < {cfg.min_paint_fraction} (minimum)",
+            "runtime",
+        )
+    return GateVerdict(PASS, f"paint_fraction {render.paint_fraction:.4f}", "runtime")
