@@ -141,8 +141,10 @@ class RenderConfig(_Section):
     """Render attempts; a sketch that hits the deadline on every attempt is ``render_timeout``."""
     chromium_path: str = "/usr/bin/chromium"
     """Debian's Chromium (never a Playwright-downloaded browser)."""
-    gl_backend: Literal["swiftshader", "llvmpipe"] = "swiftshader"
-    """Software WEBGL: SwiftShader via ANGLE (fastest measured) or Mesa llvmpipe (byte-exact, slower)."""
+    gl_backend: Literal["swiftshader", "llvmpipe"] = "llvmpipe"
+    """Software WEBGL: Mesa llvmpipe (pixel-exact across renders and browsers, as fast as SwiftShader
+    once p5.brush's 2D mask canvas runs on the CPU) or SwiftShader via ANGLE (differs in ~0.01% of
+    pixels between identical renders). Measurements: docs/perf/render.md."""
     max_restarts: int = Field(-1, ge=-1)
     """Ray restarts of a dead renderer actor (-1: unlimited)."""
 

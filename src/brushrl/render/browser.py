@@ -1,0 +1,309 @@
+"""One headless Chromium that renders p5.brush sketches to PNG.
+
+A ``Renderer`` owns one browser (Playwright sync API, Debian's ``/usr/bin/chromium``) and renders
+each sketch in a fresh browser context + page, i.e. a fresh JS realm with no storage shared with
+the previous sketch. The page is the harness of ``brushrl.render.harness``; the network is closed
+by ``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
+(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``) and deleted WebRTC
+constructors.
+
+Outcome classification (``RenderResult.status``):
+
+* ``ok``: the sketch finished (setup returned and, if it has ``draw``, one frame completed) and
+  the canvas was captured with ``toDataURL`` inside the page.
+* ``error``: an uncaught exception or unhandled rejection in the page (a sketch fault; it is not
+  retried, rendering is deterministic), or the page's renderer process crashed twice, the second
+  time in a freshly launched browser (e.g. the sketch exhausted memory).
+* ``timeout``: the sketch started but no finished canvas came within ``deadline_s``, on every
+  attempt (infinite loop, an await that never resolves). The runaway page is closed with its
+  context; Python never evaluates in the page, so a busy page cannot block it (a Playwright
+  ``evaluate`` or ``wait_for_function`` on a page in ``while (true) {}`` never returned, measured).
+* ``infra``: the browser crashed / disconnected, Playwright failed, or the deadline passed before
+  the page even reached the sketch (p5 still loading: an overloaded machine), even after
+  relaunching the browser once; the reward layer turns this into None.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Self
+from urllib.parse import urlsplit
+
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import sync_playwright
+
+from brushrl.config import RenderConfig
+from brushrl.render.harness import ORIGIN, csp, load_assets, page_html
+from brushrl.render.paint import paint_fraction
+from brushrl.types import RenderResult
+
+#: Flags for every launch: no sandbox (we run as root), no background traffic of Chromium's own, and
+#: no WebRTC UDP (a sketch can still reach RTCPeerConnection through an about:blank iframe; without
+#: this flag its STUN packets reached a UDP listener on 127.0.0.1, measured).
+BASE_ARGS = (
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+)
+
+#: Software WEBGL backends (measured on Chromium 156, docs/perf/render.md).
+#: ``swiftshader``: WebGL on ANGLE/Vulkan/SwiftShader. ``--disable-gpu`` keeps WebGL there but moves
+#: Chromium's own 2D canvas and compositing to the CPU; p5.brush paints its masks on a 2D canvas, so
+#: this made the 21-shape painting ~15x faster (56 s -> 3.3 s under load) with a visually identical
+#: picture. ``llvmpipe``: ANGLE on Mesa's GL-EGL llvmpipe (needs ``--ignore-gpu-blocklist``, else no
+#: WebGL2); here ``--disable-gpu`` would silently fall back to SwiftShader, so only the 2D canvas is
+#: moved to the CPU (``--disable-accelerated-2d-canvas``).
+GL_ARGS = {
+    "swiftshader": ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu"),
+    "llvmpipe": ("--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"),
+}
+
+POLL_MS = 40
+"""How often (ms) Python checks for the page's report; the wait runs in the Playwright driver."""
+MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
+_CRASH = "page crashed"
+
+
+_local = threading.local()
+
+
+def _acquire_playwright():
+    """The calling thread's Playwright driver, started on first use. Playwright's sync API allows
+    one driver per thread, so every Renderer of a thread shares it (reference-counted)."""
+    held = getattr(_local, "held", None)
+    if held is None:
+        held = _local.held = [sync_playwright().start(), 0]
+    held[1] += 1
+    return held[0]
+
+
+def _release_playwright() -> None:
+    held = _local.held
+    held[1] -= 1
+    if held[1] == 0:
+        _local.held = None
+        held[0].stop()
+
+
+class Renderer:
+    """One headless Chromium rendering sketches one at a time; use it from the thread that made it
+    (Playwright's sync API). Renderers of one thread share one Playwright driver process.
+
+    Args:
+        chromium_path: the Chromium executable (never a Playwright-downloaded browser).
+        gl_backend: ``"swiftshader"`` or ``"llvmpipe"`` (keys of ``GL_ARGS``).
+        js_dir: folder with ``node_modules/p5`` and ``node_modules/p5.brush``; None finds it
+            (``brushrl.render.harness.find_js_dir``).
+        actor_id: written into every ``RenderResult.actor_id``.
+        extra_args: more Chromium flags (benchmarks).
+
+    Raises:
+        FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
+        playwright.sync_api.Error: Chromium cannot be launched.
+    """
+
+    def __init__(
+        self,
+        chromium_path: str = "/usr/bin/chromium",
+        gl_backend: str = "swiftshader",
+        js_dir: str | Path | None = None,
+        actor_id: str = "local",
+        extra_args: tuple[str, ...] = (),
+    ):
+        self._assets = load_assets(Path(js_dir) if js_dir else None)
+        self._args = [*BASE_ARGS, *GL_ARGS[gl_backend], *extra_args]
+        self._chromium = chromium_path
+        self.actor_id = actor_id
+        self._pw = _acquire_playwright()
+        self._browser = None
+        try:
+            self._launch()
+        except BaseException:
+            _release_playwright()
+            raise
+
+    @classmethod
+    def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
+        """A renderer for a ``brushrl.config.RenderConfig``."""
+        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id)
+
+    def _launch(self) -> None:
+        self._browser = self._pw.chromium.launch(
+            executable_path=self._chromium, headless=True, args=self._args
+        )
+
+    def _relaunch(self) -> None:
+        try:
+            self._browser.close()
+        except PlaywrightError:
+            pass
+        self._launch()
+
+    def close(self) -> None:
+        """Shut the browser and the Playwright driver down (idempotent)."""
+        if self._browser is not None:
+            try:
+                self._browser.close()
+            except PlaywrightError:
+                pass
+            self._browser = None
+            _release_playwright()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def render(
+        self, code: str, seed: int, size: int, deadline_s: float, attempts: int = 2
+    ) -> RenderResult:
+        """Run ``code`` with ``Math.random`` seeded by ``seed`` and capture its canvas.
+
+        Args:
+            code: the sketch (global-mode p5 JavaScript defining ``setup`` and usually ``draw``).
+            seed: render seed (uint32; reduced modulo 2**32); same code + seed + size gives the
+                same painting up to SwiftShader's rasterisation noise (docs/perf/render.md).
+            size: viewport side in pixels; the sketch itself sizes its canvas with createCanvas.
+            deadline_s: wall-clock seconds allowed per attempt (page creation included).
+            attempts: tries when the deadline is hit; an infra failure is retried once in a
+                relaunched browser on top of this.
+
+        Returns:
+            a ``RenderResult`` (never raises for sketch faults or browser failures); ``png`` is the
+            captured ``size`` x ``size`` RGBA PNG when status is ``ok``.
+        """
+        start = time.monotonic()
+        used = 0
+        for _ in range(max(1, attempts)):
+            result = self._attempt(code, seed, size, deadline_s)
+            used += 1
+            if result.status == "infra":
+                crashed = result.detail.startswith(_CRASH)
+                self._safe_relaunch(result)
+                result = self._attempt(code, seed, size, deadline_s)
+                used += 1
+                if result.status == "infra" and crashed and result.detail.startswith(_CRASH):
+                    result.status = "error"
+                    result.js_errors.append("the page's renderer process crashed twice")
+                if result.status == "infra":
+                    self._safe_relaunch(result)
+            if result.status != "timeout":
+                break
+        result.attempts = used
+        result.wall_s = time.monotonic() - start
+        result.actor_id = self.actor_id
+        return result
+
+    def _safe_relaunch(self, result: RenderResult) -> None:
+        try:
+            self._relaunch()
+        except PlaywrightError as exc:  # next attempt fails fast and reports infra
+            result.detail += f"; relaunch failed: {str(exc)[:MAX_CHARS]}"
+
+    def _attempt(self, code: str, seed: int, size: int, deadline_s: float) -> RenderResult:
+        start = time.monotonic()
+
+        def left_ms() -> float:
+            return max(1.0, (deadline_s - (time.monotonic() - start)) * 1000)
+
+        nonce = secrets.token_urlsafe(18)
+        binding = "__brushrl_report_" + secrets.token_hex(8)
+        doc = page_html(code, seed, nonce, binding).encode()
+        headers = {"Content-Security-Policy": csp(nonce), "Cache-Control": "no-store"}
+        refused: list[str] = []
+        console: list[str] = []
+        crashed: list[bool] = []
+        events: list[dict] = []  # the page's reports: {"phase": "sketch"}, then {"phase": "done", ...}
+
+        def route(r) -> None:
+            url = r.request.url
+            path = urlsplit(url).path if url.startswith(ORIGIN + "/") else None
+            if path == "/":
+                r.fulfill(body=doc, headers={**headers, "Content-Type": "text/html; charset=utf-8"})
+            elif path in self._assets:
+                r.fulfill(body=self._assets[path], headers={**headers, "Content-Type": "text/javascript"})
+            else:
+                if len(refused) < MAX_REFUSED:
+                    refused.append(f"route {r.request.method} {url}"[:MAX_CHARS])
+                r.abort("blockedbyclient")
+
+        def on_console(msg) -> None:
+            # Chromium reports every CSP block (fetch, image, eval, ...) as a console error.
+            if "Content Security Policy" in msg.text and len(refused) < MAX_REFUSED:
+                refused.append(f"csp {msg.text}"[:MAX_CHARS])
+            if len(console) < MAX_CONSOLE and "GL Driver Message" not in msg.text:  # ANGLE perf notes
+                console.append(f"{msg.type}: {msg.text}"[:MAX_CHARS])
+
+        def done() -> dict | None:
+            return next((e for e in events if e.get("phase") == "done"), None)
+
+        context = None
+        try:
+            if self._browser is None or not self._browser.is_connected():
+                return RenderResult("infra", detail="browser is not connected")
+            context = self._browser.new_context(
+                viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block"
+            )
+            context.route("**/*", route)
+            context.expose_binding(binding, lambda _source, event: events.append(event))
+            page = context.new_page()
+            page.on("console", on_console)
+            page.on("crash", lambda _: crashed.append(True))
+            page.goto(ORIGIN + "/", wait_until="commit", timeout=left_ms())
+            # Wait in the driver, not in the page: the binding callback runs during these waits.
+            while not done() and not crashed and time.monotonic() - start < deadline_s:
+                page.wait_for_timeout(min(POLL_MS, left_ms()))
+            if crashed and not done():
+                raise PlaywrightError("the page's renderer process crashed")
+        except PlaywrightTimeoutError:  # the document did not even commit before the deadline
+            pass
+        except PlaywrightError as exc:
+            what = _CRASH if crashed else "playwright error"
+            return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
+        finally:
+            self._dispose(context)
+
+        state = done()
+        if state is None:
+            started = bool(events)
+            return RenderResult(
+                "timeout" if started else "infra",
+                detail=f"no finished canvas within {deadline_s:g} s"
+                + ("" if started else " and the page never reached the sketch (machine overloaded?)"),
+                console=console,
+                refused=refused,
+            )
+        common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"])}
+        if state["errors"]:
+            return RenderResult("error", js_errors=list(state["errors"]), **common)
+        if not state["png"]:
+            return RenderResult("error", detail="the sketch created no canvas", **common)
+        png = _decode_data_url(state["png"])
+        return RenderResult("ok", png=png, paint_fraction=paint_fraction(png), **common)
+
+    def _dispose(self, context) -> None:
+        """Close a render's context; this also kills a page stuck in a loop. If even that fails the
+        browser is relaunched so that the next render starts clean."""
+        if context is None:
+            return
+        try:
+            context.close()
+        except PlaywrightError:
+            try:
+                self._relaunch()
+            except PlaywrightError:
+                pass  # the next attempt reports infra
+
+
+def _decode_data_url(url: str) -> bytes:
+    return base64.b64decode(url.split(",", 1)[1])

@@ -1,0 +1,143 @@
+"""A pool of Ray actors, each owning one headless Chromium (``Renderer``).
+
+``RenderPool.render_many`` hands each idle actor one job at a time (so no actor holds two jobs
+while another is idle) and returns results in job order. A job whose actor died mid-render (or whose
+call raised) is retried once, on another actor when the pool has one; Ray restarts the dead actor
+(``max_restarts``). A job that fails twice becomes ``RenderResult(status="infra")``, which the
+reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
+job elsewhere when its actor dies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+
+import ray
+
+from brushrl.config import RenderConfig
+from brushrl.render.browser import Renderer
+from brushrl.types import RenderResult
+
+
+class RendererWorker:
+    """Body of the renderer actor: one ``Renderer`` configured by a ``RenderConfig``.
+
+    Use ``RendererActor`` / ``create_renderer_actor`` to run it as a Ray actor.
+    """
+
+    def __init__(self, cfg: RenderConfig):
+        self._cfg = cfg
+        actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
+        self._renderer = Renderer.from_config(cfg, actor_id=actor_id or f"pid-{os.getpid()}")
+
+    def render(self, code: str, seed: int) -> RenderResult:
+        """Render ``code`` with the configured canvas size, deadline and attempts."""
+        c = self._cfg
+        return self._renderer.render(code, seed, c.canvas_size, c.deadline_s, c.attempts)
+
+    def ping(self) -> dict:
+        """Liveness check: ``{"actor_id": str, "pid": int}``."""
+        return {"actor_id": self._renderer.actor_id, "pid": os.getpid()}
+
+    def close(self) -> None:
+        """Shut the browser down (before the actor is killed)."""
+        self._renderer.close()
+
+
+#: The Ray actor class. Resources and restarts come from the config: see ``create_renderer_actor``.
+RendererActor = ray.remote(RendererWorker)
+
+
+def create_renderer_actor(cfg: RenderConfig):
+    """Start one renderer actor with ``num_cpus=cfg.num_cpus`` and ``max_restarts=cfg.max_restarts``
+    (requires ``ray.init``). Returns its ``ActorHandle``."""
+    return RendererActor.options(num_cpus=cfg.num_cpus, max_restarts=cfg.max_restarts).remote(cfg)
+
+
+@dataclass
+class _Job:
+    index: int
+    code: str
+    seed: int
+    tries: int = 0
+    avoid: int | None = None  # actor slot that failed this job
+    last_error: str = ""
+
+
+class RenderPool:
+    """``cfg.num_actors`` renderer actors on the connected Ray cluster.
+
+    Args:
+        cfg: the ``render`` section of the run config.
+
+    The actors start (and launch Chromium) in the background; the first ``render_many`` waits for
+    them. Call ``shutdown()`` when done.
+    """
+
+    def __init__(self, cfg: RenderConfig):
+        self.cfg = cfg
+        self.actors = [create_renderer_actor(cfg) for _ in range(cfg.num_actors)]
+
+    def ping(self, timeout_s: float = 120.0) -> list[dict]:
+        """``RendererWorker.ping`` of every actor (waits for them to start).
+
+        Raises:
+            ray.exceptions.GetTimeoutError: an actor did not answer within ``timeout_s``.
+        """
+        return ray.get([a.ping.remote() for a in self.actors], timeout=timeout_s)
+
+    def render_many(self, jobs: list[tuple[str, int]]) -> list[RenderResult]:
+        """Render ``(code, seed)`` jobs across the actors; results are in job order.
+
+        Never raises for a failed job: a job whose actor died (``RayActorError``,
+        ``ActorDiedError``, ``ActorUnavailableError``) or whose call raised is retried once, on a
+        different actor when there is one, and otherwise comes back with ``status="infra"``.
+        """
+        results: list[RenderResult | None] = [None] * len(jobs)
+        pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs))
+        idle = deque(range(len(self.actors)))
+        inflight: dict = {}  # ObjectRef -> (job, actor slot)
+        while pending or inflight:
+            self._dispatch(pending, idle, inflight)
+            (ref,), _ = ray.wait(list(inflight), num_returns=1)
+            job, slot = inflight.pop(ref)
+            idle.append(slot)  # a dead actor is restarted by Ray; calls to it wait for the restart
+            try:
+                results[job.index] = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - any failure of the call is retried once
+                job.tries += 1
+                job.avoid, job.last_error = slot, f"{type(exc).__name__}: {exc}"[:500]
+                if job.tries < 2:
+                    pending.appendleft(job)
+                else:
+                    results[job.index] = RenderResult(
+                        "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
+                    )
+        return results  # type: ignore[return-value]
+
+    def _dispatch(self, pending: deque, idle: deque, inflight: dict) -> None:
+        """Give idle actors pending jobs, one each; a retried job avoids the actor that failed it
+        unless the pool has a single actor."""
+        for job in list(pending):
+            if not idle:
+                return
+            slot = next((s for s in idle if s != job.avoid), None)
+            if slot is None:
+                if len(self.actors) > 1:
+                    continue  # wait for another actor to free up
+                slot = idle[0]
+            idle.remove(slot)
+            pending.remove(job)
+            inflight[self.actors[slot].render.remote(job.code, job.seed)] = (job, slot)
+
+    def shutdown(self, timeout_s: float = 20.0) -> None:
+        """Close every actor's browser (best effort, ``timeout_s``) and kill the actors."""
+        refs = [a.close.remote() for a in self.actors]
+        try:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        finally:
+            for a in self.actors:
+                ray.kill(a, no_restart=True)
+            self.actors = []

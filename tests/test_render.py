@@ -1,0 +1,380 @@
+"""Render stage with the real parts: Debian Chromium, p5 + p5.brush from js/node_modules, local Ray.
+
+Run: .venv/bin/python -m pytest tests/test_render.py -x -q -s   (-s shows the measured numbers)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+from PIL import Image
+
+from brushrl.config import RenderConfig
+from brushrl.render import Renderer, find_js_dir, paint_fraction
+from brushrl.render.bench import HEAVY, SKELETON, pixel_diff
+from brushrl.render.pool import RenderPool
+
+SIZE = 600
+
+RANDOM_SHAPES = """async function setup() { createCanvas(600, 600, WEBGL); brush.scaleBrushes(3); noLoop(); }
+function draw() {
+  translate(-width / 2, -height / 2); background("#fdf8ee"); brush.noStroke();
+  for (let i = 0; i < 3; i++) {
+    brush.fill("#3a6ea5", 220); brush.beginShape(0.2);
+    const x = random(80, 520), y = random(80, 520);
+    brush.vertex(x - 60, y - 60); brush.vertex(x + 60, y - 60); brush.vertex(x + 60, y + 60); brush.vertex(x - 60, y + 60);
+    brush.endShape(true);
+  }
+}
+"""
+BLANK = """async function setup() { createCanvas(600, 600, WEBGL); noLoop(); }
+function draw() { background("#fdf8ee"); }
+"""
+
+
+def background_sketch(hex_colour: str) -> str:
+    return BLANK.replace("#fdf8ee", hex_colour)
+
+
+def rgb_at_centre(png: bytes) -> tuple[int, int, int]:
+    im = Image.open(io.BytesIO(png)).convert("RGB")
+    return im.getpixel((im.width // 2, im.height // 2))
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    r = Renderer()
+    yield r
+    r.close()
+
+
+def ok(result):
+    assert result.status == "ok", (result.status, result.js_errors, result.detail, result.console)
+    return result
+
+
+# ---------------------------------------------------------------------------------------- paint
+
+
+def _png(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_paint_fraction_counts_pixels_far_from_the_modal_colour():
+    img = np.full((100, 100, 3), 250, np.uint8)
+    img[10:20, 10:30] = (200, 40, 40)  # 200 px of paint
+    img[50:60, 50:60] = (240, 240, 240)  # 100 px within 32 of the background: not paint
+    assert paint_fraction(_png(img)) == pytest.approx(0.02)
+    wash = np.zeros((50, 50, 3), np.uint8) + np.array([30, 90, 160], np.uint8)  # a full-canvas wash
+    assert paint_fraction(_png(wash)) == 0.0
+    rgba = np.zeros((10, 10, 4), np.uint8)  # transparent -> white after compositing
+    rgba[:5, :, :] = (0, 0, 0, 255)
+    rgba[5:8, :, :] = (0, 0, 0, 255)  # 80 black pixels: black is the mode, the 20 white are paint
+    assert paint_fraction(_png(rgba)) == pytest.approx(0.2)
+
+
+# ------------------------------------------------------------------------------------- renderer
+
+
+def test_skeleton_renders_a_size_by_size_painting(renderer):
+    res = ok(renderer.render(SKELETON, 7, SIZE, 60, 1))
+    im = Image.open(io.BytesIO(res.png))
+    assert im.size == (SIZE, SIZE)
+    assert 0.02 < res.paint_fraction < 0.5  # one petal-sized shape
+    assert rgb_at_centre(res.png) != (253, 248, 238)  # paint where the shape is
+    assert 0 < res.draw_s <= res.wall_s
+    assert res.js_errors == [] and res.refused == [] and res.attempts == 1 and res.actor_id == "local"
+    print(f"\nskeleton 600x600: wall {res.wall_s:.2f} s, draw {res.draw_s:.2f} s, paint {res.paint_fraction:.4f}")
+
+
+def test_same_code_and_seed_give_the_same_painting(renderer):
+    a = ok(renderer.render(HEAVY, 7, SIZE, 60, 1))
+    b = ok(renderer.render(HEAVY, 7, SIZE, 60, 1))
+    frac, max_diff = pixel_diff(a.png, b.png)
+    print(f"\nswiftshader same seed: {frac:.5%} pixels differ, max channel diff {max_diff}; walls {a.wall_s:.2f} / {b.wall_s:.2f} s")
+    assert frac < 0.005
+    assert abs(a.paint_fraction - b.paint_fraction) < 0.005
+
+
+def test_llvmpipe_is_pixel_exact_across_browsers():
+    pngs = []
+    for _ in range(2):
+        with Renderer(gl_backend="llvmpipe") as r:
+            pngs.append(ok(r.render(SKELETON, 7, SIZE, 60, 1)).png)
+    frac, max_diff = pixel_diff(*pngs)
+    print(f"\nllvmpipe same seed, two browsers: {frac:.5%} pixels differ, max channel diff {max_diff}")
+    assert (frac, max_diff) == (0.0, 0)
+
+
+def test_different_seed_gives_a_different_painting(renderer):
+    a = ok(renderer.render(RANDOM_SHAPES, 1, SIZE, 60, 1))
+    b = ok(renderer.render(RANDOM_SHAPES, 2, SIZE, 60, 1))
+    frac, _ = pixel_diff(a.png, b.png)
+    print(f"\nseed 1 vs 2: {frac:.2%} pixels differ")
+    assert frac > 0.05
+
+
+def test_syntax_error_is_a_sketch_error_with_its_line(renderer):
+    res = renderer.render("async function setup() {\n  createCanvas(600, 600, WEBGL);\n  let x = ;\n}\n", 0, SIZE, 30, 2)
+    assert res.status == "error" and res.png is None and res.attempts == 1
+    assert "SyntaxError" in res.js_errors[0] and "sketch.js:3:" in res.js_errors[0]
+
+
+def test_throw_in_draw_is_a_sketch_error(renderer):
+    code = SKELETON.replace("brush.endShape(true); }", "brush.endShape(true);\n throw new Error('boom'); }")
+    res = renderer.render(code, 0, SIZE, 30, 2)
+    assert res.status == "error" and res.attempts == 1
+    assert "boom" in res.js_errors[0] and "sketch.js:3" in res.js_errors[0]
+
+
+def test_blank_sketch_is_ok_with_no_paint(renderer):
+    res = ok(renderer.render(BLANK, 0, SIZE, 30, 1))
+    assert res.paint_fraction < 0.005
+    assert rgb_at_centre(res.png) == (253, 248, 238)
+
+
+def test_looping_sketch_is_stopped_after_its_first_frame(renderer):
+    code = "function setup() { createCanvas(600, 600, WEBGL); }\nfunction draw() { background(frameCount * 40, 0, 0); }"
+    res = ok(renderer.render(code, 0, SIZE, 30, 1))
+    assert rgb_at_centre(res.png) == (40, 0, 0)  # frame 1 exactly
+
+
+def test_runaway_sketch_times_out_and_the_renderer_recovers(renderer):
+    deadline, attempts = 2.0, 2
+    t = time.monotonic()
+    res = renderer.render(SKELETON.replace("noLoop(); }", "noLoop(); while (true) {} }"), 0, SIZE, deadline, attempts)
+    took = time.monotonic() - t
+    print(f"\nwhile(true): {res.status} after {took:.2f} s (deadline {deadline} s x {attempts})")
+    assert res.status == "timeout" and res.attempts == attempts
+    assert took < deadline * attempts + 5
+    never = renderer.render("async function setup() { createCanvas(600, 600, WEBGL); await new Promise(() => {}); }", 0, SIZE, 1.0, 1)
+    assert never.status == "timeout"
+    top_level = renderer.render("while (true) {}\n" + SKELETON, 0, SIZE, 1.5, 1)  # before setup exists
+    assert top_level.status == "timeout"
+    ok(renderer.render(BLANK, 0, SIZE, 30, 1))
+
+
+def test_network_is_refused_and_recorded(renderer):
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    tcp.settimeout(0.2)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.2)
+    port, uport = tcp.getsockname()[1], udp.getsockname()[1]
+    hits: list = []
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            for sock, take in ((tcp, lambda: tcp.accept()), (udp, lambda: udp.recvfrom(2048))):
+                try:
+                    hits.append(take())
+                except OSError:
+                    pass
+
+    threading.Thread(target=listen, daemon=True).start()
+    code = f"""async function setup() {{
+  createCanvas(600, 600, WEBGL);
+  fetch('http://127.0.0.1:{port}/steal').catch(() => {{}});
+  try {{ new WebSocket('ws://127.0.0.1:{port}/'); }} catch (e) {{}}
+  new Image().src = 'http://127.0.0.1:{port}/img.png';
+  const img = document.createElement('img'); img.src = '/local.png'; document.body.appendChild(img);
+  const f = document.createElement('iframe'); document.body.appendChild(f);  // WebRTC via a fresh realm
+  const pc = new f.contentWindow.RTCPeerConnection({{ iceServers: [{{ urls: 'stun:127.0.0.1:{uport}' }}] }});
+  pc.createDataChannel('x'); await pc.setLocalDescription(await pc.createOffer());
+  console.log('top-level RTCPeerConnection: ' + typeof RTCPeerConnection);
+  await new Promise((r) => setTimeout(r, 2000));
+  noLoop();
+}}
+function draw() {{ background(255); }}
+"""
+    try:
+        res = ok(renderer.render(code, 0, SIZE, 30, 1))
+        time.sleep(0.5)
+    finally:
+        stop.set()
+    print("\nrefused:", *res.refused, sep="\n  ")
+    assert hits == []
+    assert any(f"127.0.0.1:{port}/steal" in r for r in res.refused)
+    assert any(f"127.0.0.1:{port}/img.png" in r for r in res.refused)
+    assert "route GET http://brushrl.render/local.png" in res.refused
+    assert "log: top-level RTCPeerConnection: undefined" in res.console
+
+
+def test_deadline_before_the_sketch_starts_is_infra_not_the_sketchs_fault(renderer):
+    # 50 ms is too short to load p5: the sketch never ran, so it must not be scored as a timeout.
+    res = renderer.render(HEAVY, 0, SIZE, 0.05, 1)
+    assert res.status == "infra" and "never reached the sketch" in res.detail
+    assert res.attempts == 2 and res.wall_s < 10  # retried once in a relaunched browser
+    ok(renderer.render(BLANK, 0, SIZE, 30, 1))
+
+
+def _descendants(pid: int, skip: set[int] = frozenset()) -> set[int]:
+    """Processes below ``pid`` (from /proc), not entering the subtrees of ``skip``."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in skip:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _gone_within(pids: set[int], seconds: float) -> list[int]:
+    """PIDs still present (zombies included) after waiting up to ``seconds``."""
+    end = time.monotonic() + seconds
+    while (alive := [p for p in pids if Path(f"/proc/{p}").exists()]) and time.monotonic() < end:
+        time.sleep(0.1)
+    return alive
+
+
+def test_close_leaves_no_processes():
+    # In a thread of its own the renderer gets its own Playwright driver, so every process it
+    # starts is below that driver and none belongs to the module's renderer.
+    before = _descendants(os.getpid())
+    spawned: set[int] = set()
+
+    def work():
+        r = Renderer()
+        spawned.update(_descendants(os.getpid(), skip=before))
+        r.close()
+        r.close()  # idempotent
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(60)
+    assert len(spawned) >= 2  # the Playwright driver and Chromium's processes
+    assert _gone_within(spawned, 5) == []  # zombies included
+
+
+def _argv(pid: int) -> list[bytes]:
+    try:  # zygote children rewrite their title into one space-separated string
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
+    except OSError:
+        return []
+
+
+def _chromium(kind: str) -> list[int]:
+    """PIDs of the Chromium processes of this process's browsers: ``browser`` (main) or a
+    ``--type=`` value. Zygote-forked children (renderers) are re-parented to init, so they are
+    matched by the browser's ``--user-data-dir`` instead of by ancestry."""
+    browsers = [p for p in _descendants(os.getpid()) if _argv(p)[:1] == [b"/usr/lib/chromium/chromium"]
+                and not any(a.startswith(b"--type=") for a in _argv(p))]
+    if kind == "browser":
+        return browsers
+    dirs = {a for p in browsers for a in _argv(p) if a.startswith(b"--user-data-dir=")}
+    return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()
+            and f"--type={kind}".encode() in (argv := _argv(int(d.name))) and dirs & set(argv)]
+
+
+SLOW = "async function setup() { createCanvas(600, 600, WEBGL); await new Promise((r) => setTimeout(r, 2500)); noLoop(); }"
+
+
+@pytest.mark.parametrize("kind", ["browser", "renderer"])
+def test_killed_chromium_is_relaunched_and_the_render_retried(renderer, kind):
+    ok(renderer.render(BLANK, 0, SIZE, 30, 1))  # the module's browser is the only one alive
+    victims: list[int] = []
+
+    def kill():  # 1 s into the render: the page's renderer process exists only during a render
+        victims.extend(_chromium(kind))
+        for p in victims:
+            os.kill(p, 9)
+
+    killer = threading.Timer(1.0, kill)
+    killer.start()
+    res = ok(renderer.render(SLOW, 0, SIZE, 30, 1))
+    killer.join()
+    assert victims
+    assert res.attempts == 2  # the failed attempt (infra) + the retry in a relaunched browser
+    assert _gone_within(set(victims), 5) == []
+
+
+def test_missing_js_dir_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("BRUSHRL_JS_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="npm ci --prefix js"):
+        find_js_dir()
+    monkeypatch.delenv("BRUSHRL_JS_DIR")
+    assert (find_js_dir() / "node_modules/p5.brush").is_dir()
+
+
+def test_cli_renders_and_prints_one_json_object(tmp_path):
+    sketch, out = tmp_path / "s.js", tmp_path / "s.png"
+    sketch.write_text(SKELETON)
+    cmd = [sys.executable, "-m", "brushrl.cli", "render", str(sketch), "--seed", "3", "--out", str(out), "--json"]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["verdict"] == "pass" and record["png"] == str(out) and record["paint_fraction"] > 0.02
+    assert Image.open(out).size == (SIZE, SIZE)
+    sketch.write_text("function setup() { createCanvas(600, 600, WEBGL); nope(); }")
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    record = json.loads(proc.stdout)
+    assert proc.returncode == 1 and record["verdict"] == "render_error" and record["png"] is None
+    assert "nope is not defined" in record["js_errors"][0]
+
+
+# ---------------------------------------------------------------------------------------- pool
+
+
+@pytest.fixture(scope="module")
+def pool():
+    started = not ray.is_initialized()
+    if started:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind to 127.0.0.1 (probes.md)
+        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    p = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=30, attempts=1))
+    p.ping()
+    yield p
+    p.shutdown()
+    if started:
+        ray.shutdown()
+
+
+def test_pool_renders_jobs_in_order_across_actors(pool):
+    colours = ["#ff0000", "#00ff00", "#0000ff", "#ffff00"]
+    t = time.monotonic()
+    results = pool.render_many([(background_sketch(c), i) for i, c in enumerate(colours)])
+    print(f"\npool: 4 blank jobs on 2 actors in {time.monotonic() - t:.2f} s")
+    for res, c in zip(results, colours):
+        ok(res)
+        assert rgb_at_centre(res.png) == tuple(int(c[i : i + 2], 16) for i in (1, 3, 5))
+    assert {r.actor_id for r in results} == {p["actor_id"] for p in pool.ping()}
+
+
+def test_pool_retries_a_job_whose_actor_died(pool):
+    slow = "async function setup() { createCanvas(600, 600, WEBGL); await new Promise((r) => setTimeout(r, 3000)); noLoop(); }"
+    victim = pool.ping()[0]
+    browsers = _descendants(victim["pid"])
+    assert browsers  # the actor's Playwright driver and Chromium
+    killer = threading.Timer(1.0, lambda: ray.kill(pool.actors[0], no_restart=False))
+    killer.start()
+    results = pool.render_many([(slow, 0), (BLANK, 1)])
+    killer.join()
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert results[0].actor_id != victim["actor_id"]  # served by the other actor
+    after = pool.ping()  # Ray restarted the killed actor
+    assert after[0]["actor_id"] == victim["actor_id"] and after[0]["pid"] != victim["pid"]
+    assert _gone_within(browsers, 10) == []  # its Chromium went with it
