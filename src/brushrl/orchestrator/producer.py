@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import ray
 
 from brushrl.config import BrushRLConfig
-from brushrl.gate import check_runtime, check_static
+from brushrl.gate import InfraRender, check_runtime, check_static
 from brushrl.pool import ReferencePool
 from brushrl.prompts import sample_prompts
 from brushrl.reward import combine, length_score
@@ -104,10 +104,12 @@ class GroupProducer:
             s.render = r
             counts.render[r.status] += 1
             counts.render_s.append(r.wall_s)
-            if r.status == "infra":
+            try:
+                s.gate = check_runtime(r, self.cfg.gate, self.cfg.render.canvas_size)
+            except InfraRender as exc:  # status infra, or an "ok" render without a readable PNG
+                r.status, r.detail = "infra", r.detail or str(exc)
                 counts.outcome["render_infra"] += 1
                 continue
-            s.gate = check_runtime(r, self.cfg.gate, self.cfg.render.canvas_size)
             counts.gate[s.gate.verdict] += 1
             if not s.gate.passed:
                 counts.outcome["runtime_fail"] += 1
@@ -117,7 +119,7 @@ class GroupProducer:
         t0 = time.perf_counter()
         pending = []
         for g in groups:
-            scored = [s for s in g.samples if s.gate.passed and s.render is not None]
+            scored = [s for s in g.samples if s.gate.passed and s.gate.stage == "runtime"]
             if scored:
                 refs = self.pool.sample(list(cfg.pool.tiers), cfg.pool.refs_per_tier, g.seed)
                 ref = self.scorer.score_many.remote([s.render.png for s in scored], [e.id for e in refs])

@@ -19,8 +19,20 @@ from pathlib import Path
 
 from PIL import Image
 
-#: corpus base-sketch name -> tier, picked by eye from the canonical renders (variant 0).
-STARTER_TIERS: dict[str, str] = {}
+#: corpus sketch name -> tier, picked by eye from a contact sheet of the canonical renders
+#: (variant 0 of all 49 base sketches, ``--all``): ``love`` for the most watercolour-like ones.
+STARTER_TIERS: dict[str, str] = {
+    **dict.fromkeys(
+        ["peach_hibiscus/0", "yellow_hibiscus/0", "red_poppy/0", "anemone/0", "rose/0", "camellia/0",
+         "violet_iris/0", "zinnia/0"],
+        "love",
+    ),
+    **dict.fromkeys(
+        ["magenta_hibiscus/0", "coral_poppy/0", "white_anemone/0", "wild_rose/0", "lotus/0", "tulip/0",
+         "marigold/0", "cosmos/0"],
+        "good",
+    ),
+}
 
 
 def write_pool(out: Path, items: list[dict], thumb: int) -> None:
@@ -60,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     cfg = RenderConfig()
     corpus = [c for c in build_corpus(1, seed=0)]
-    renderer = Renderer(cfg)
+    renderer = Renderer.from_config(cfg)
     items = []
     try:
         for c in corpus:
@@ -70,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             r = renderer.render(c.code, seed=0, size=cfg.canvas_size, deadline_s=cfg.deadline_s, attempts=cfg.attempts)
             if r.status != "ok":
                 raise RuntimeError(f"{c.name}: render {r.status} {r.detail} {r.js_errors}")
-            items.append({"id": c.name, "tier": tier, "prompt": c.subject, "code": c.code, "png": r.png})
+            items.append({"id": c.name.replace("/", "-"), "tier": tier, "prompt": c.subject, "code": c.code, "png": r.png})
             print(f"{c.name:32s} {tier:8s} {r.wall_s:5.1f}s paint {r.paint_fraction:.2f}", flush=True)
     finally:
         renderer.close()
