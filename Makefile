@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
+# The head enables Ray token auth by default; the job CLI sends the token only in token mode.
+export RAY_AUTH_MODE := token
 CONFIG ?= configs/local.yaml
 RAY_DASHBOARD := http://127.0.0.1:8265
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).

@@ -94,6 +94,8 @@ class SFTConfig(_Section):
     """Warm-start the policy by supervised fine-tuning on the sketch corpus (tiny model only)."""
     variations: int = Field(12, ge=1)
     """Programmatic variations of each corpus sketch (palette, petal count, positions, layering)."""
+    max_examples: int | None = Field(None, ge=1)
+    """Use only the first N corpus items (None: all); for quick runs and tests."""
     epochs: float = Field(3.0, gt=0)
     lr: float = Field(2e-3, gt=0)
     batch_size: int = Field(8, ge=1)

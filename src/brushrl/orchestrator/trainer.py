@@ -53,7 +53,8 @@ def warm_start_policy(cfg: BrushRLConfig, system_prompt: str) -> BrushRLConfig:
     from brushrl.corpus import build_corpus
     from brushrl.policy import warm_start
 
-    corpus = [(item.subject, item.code) for item in build_corpus(cfg.policy.sft.variations, seed=cfg.run.seed)]
+    items = build_corpus(cfg.policy.sft.variations, seed=cfg.run.seed)[: cfg.policy.sft.max_examples]
+    corpus = [(item.subject, item.code) for item in items]
     path = warm_start(cfg.policy, corpus, system_prompt, cfg.prompts.template)
     return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"model": str(path)})})
 

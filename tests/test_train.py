@@ -1,0 +1,157 @@
+"""End to end: a short training run on real parts (tiny transformer, Chromium, p5.brush, local Ray).
+
+``test_two_step_run_writes_every_artefact`` runs the whole pipeline in-process on a local Ray
+cluster and checks the run directory and the Prometheus endpoint; ``test_ray_job_submit`` submits
+``rayjobs/train.py`` to a real local head with ``ray job submit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import ray
+import yaml
+
+from brushrl.config import load_config
+from brushrl.orchestrator.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Shared by the tests of this module so the tiny warm start is trained once per machine.
+SFT_CACHE = Path.home() / ".cache" / "brushrl-tests"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def small_overrides(tmp_path: Path, steps: int = 2) -> dict:
+    """A config small enough for CI: 2 steps, G=3, one renderer, and a tiny policy that memorises
+    two corpus sketches (300 SFT steps, ~25 s) so that some completions pass the gate and render."""
+    return {
+        "run.steps": steps,
+        "run.name": "e2e",
+        "run.output_dir": str(tmp_path / "runs"),
+        "run.checkpoint_every": 1,
+        "rollout.group_size": 3,
+        "render.num_actors": 1,
+        "ray.num_cpus": 4,
+        "policy.tiny": {"vocab_size": 1024, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "intermediate_size": 344, "max_position_embeddings": 2048},
+        "policy.sft": {"variations": 1, "max_examples": 2, "epochs": 300, "batch_size": 2, "lr": 0.003,
+                       "cache_dir": str(SFT_CACHE)},
+    }
+
+
+@pytest.fixture
+def fresh_ray():
+    if ray.is_initialized():
+        ray.shutdown()
+    yield
+    ray.shutdown()
+
+
+def _scrape(port: int, name: str, timeout_s: float = 40.0) -> str:
+    deadline = time.time() + timeout_s
+    text = ""
+    while time.time() < deadline:
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            if name in text:
+                return text
+        except OSError:
+            pass
+        time.sleep(2)
+    return text
+
+
+@pytest.mark.slow
+def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
+    port = _free_port()
+    overrides = small_overrides(tmp_path) | {"ray.metrics_export_port": port}
+    cfg = load_config(ROOT / "configs/local.yaml", overrides)
+    gallery = Trainer(cfg).run()
+    run = tmp_path / "runs" / "e2e"
+    assert gallery == run / "gallery.html" and gallery.exists()
+    assert yaml.safe_load((run / "config.yaml").read_text())["run"]["steps"] == 2
+
+    rows = pd.read_parquet(run / "rollouts.parquet")
+    assert len(rows) >= 2 * 3
+    for col in ("step", "prompt", "completion", "code", "seed", "gate_verdict", "reward_gate", "reward_length",
+                "reward_pool_similarity", "total", "policy_version", "gen_s", "render_s", "score_s"):
+        assert col in rows.columns, col
+    assert set(rows["step"]) == {1, 2}
+    # A sample's total is 0 exactly when its gate failed, None only with a recorded cause.
+    failed = rows[rows.gate_verdict != "pass"]
+    assert (failed.total.fillna(-1) == 0).all() or failed.none_cause.notna().all()
+    assert rows[rows.total.isna()].none_cause.notna().all()
+
+    pngs = list((run / "png").rglob("*.png"))
+    assert pngs, "no painting was rendered"
+    assert all(Path(p).exists() for p in rows.png.dropna())
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert all("gate/pass_rate" in m and "time/step_s" in m for m in metrics)
+    assert (run / "checkpoints" / "step_0002" / "adapter_model.safetensors").exists()
+    html = gallery.read_text()
+    assert "step 2" in html and "reward_curve.svg" in html and (run / "reward_curve.svg").exists()
+
+    text = _scrape(port, "ray_brushrl_gate_pass_rate")
+    for name in ("ray_brushrl_gate_pass_rate", "ray_brushrl_renders_total", "ray_brushrl_step_seconds",
+                 "ray_brushrl_reward_mean", "ray_brushrl_renders_per_second"):
+        assert name in text, f"{name} not on the Prometheus endpoint"
+
+
+@pytest.mark.slow
+def test_ray_job_submit(tmp_path, fresh_ray):
+    """``ray job submit`` of rayjobs/train.py against a local head, with the Makefile's runtime_env."""
+    # RAY_AUTH_MODE=token: the head enables token auth by default and the job CLI must send the token.
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", RAY_ADDRESS="")
+    env.pop("RAY_ADDRESS")
+    bin_dir = Path(sys.executable).parent
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    gcs, dash = _free_port(), _free_port()
+    # --block keeps `ray start` in the foreground; terminating it stops this head only (a
+    # `ray stop` would stop every Ray cluster on the machine).
+    start = [str(bin_dir / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--num-cpus=4", "--disable-usage-stats"]
+    head = subprocess.Popen(start, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{dash}/api/version", timeout=5)
+                break
+            except urllib.error.HTTPError:  # 401 without Ray's auth token: the server is up
+                break
+            except OSError:
+                assert time.time() < deadline, "local Ray head did not come up"
+                time.sleep(2)
+        overrides = small_overrides(tmp_path, steps=1)
+        sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
+        runtime_env = {
+            "excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"],
+            "env_vars": {"BRUSHRL_JS_DIR": str(ROOT / "js"), "OMP_NUM_THREADS": "1"},
+        }
+        submit = [str(bin_dir / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dash}",
+                  "--working-dir", str(ROOT), "--runtime-env-json", json.dumps(runtime_env), "--",
+                  "python", "rayjobs/train.py", "--config", "configs/local.yaml", *sets]
+        out = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=900)
+        log = out.stdout + out.stderr
+        assert out.returncode == 0, log[-4000:]
+        assert "succeeded" in log and "[brushrl] gallery:" in log, log[-4000:]
+        assert (tmp_path / "runs" / "e2e" / "rollouts.parquet").exists()
+    finally:
+        head.terminate()
+        head.wait(timeout=120)
