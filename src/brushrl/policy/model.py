@@ -1,0 +1,124 @@
+"""Build the tiny Qwen3 policy from a config, or load a real causal LM by path or hub id."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+from brushrl.config import PolicyConfig, TinyModelConfig
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """Map a config dtype name (``float32``, ``bfloat16``, ``float16``) to a ``torch.dtype``.
+
+    Raises:
+        KeyError: unknown name.
+    """
+    return _DTYPES[name]
+
+
+def build_tiny_model(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerBase) -> Qwen3ForCausalLM:
+    """A randomly initialised Qwen3 causal LM sized by ``cfg``, with the vocabulary of ``tokenizer``.
+
+    Input and output embeddings are tied (as in the small Qwen3 checkpoints), which keeps the
+    parameter count of the default config (hidden 256, 4 layers, vocab 2048) near 3.7 M.
+    ``head_dim`` is ``hidden_size // num_attention_heads`` (Qwen3's own default of 128 would not
+    fit a 256-wide model).
+
+    Args:
+        cfg: sizes; ``cfg.vocab_size`` is ignored in favour of ``len(tokenizer)`` so that every
+            token id the tokenizer can produce has an embedding row.
+        tokenizer: supplies the vocabulary size and the EOS / pad ids.
+
+    Returns:
+        A float32 ``Qwen3ForCausalLM`` in eval mode.
+
+    Raises:
+        ValueError: ``hidden_size`` not divisible by ``num_attention_heads``, or heads not
+            divisible by ``num_key_value_heads``.
+    """
+    if cfg.hidden_size % cfg.num_attention_heads:
+        raise ValueError(f"hidden_size {cfg.hidden_size} not divisible by {cfg.num_attention_heads} heads")
+    if cfg.num_attention_heads % cfg.num_key_value_heads:
+        raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        head_dim=cfg.hidden_size // cfg.num_attention_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = None
+    return model.eval()
+
+
+def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load any Hugging Face causal LM and its tokenizer from a local folder or a hub id.
+
+    The tokenizer must carry a chat template (instruct checkpoints do). A missing pad token is set
+    to the EOS token, which is what left-padded batched generation needs.
+
+    Args:
+        path_or_id: a folder written by ``save_pretrained`` or a hub id (needs the hub cache or
+            network).
+        dtype: ``float32``, ``bfloat16`` or ``float16``.
+
+    Returns:
+        ``(model, tokenizer)``, the model in eval mode.
+
+    Raises:
+        OSError: the path/id cannot be resolved.
+        ValueError: the tokenizer has no chat template.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(path_or_id)
+    if tokenizer.chat_template is None:
+        raise ValueError(f"{path_or_id}: tokenizer has no chat_template")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype(dtype))
+    return model.eval(), tokenizer
+
+
+def load_policy(cfg: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The rollout/learner policy described by ``cfg``.
+
+    ``cfg.model == "tiny"``: the warm-started tiny model from the SFT cache; the cache entry is
+    built (trained, minutes) when missing, using ``brushrl.corpus`` and ``brushrl.prompts``.
+    Anything else: ``load_pretrained(cfg.model, cfg.dtype)``.
+
+    Returns:
+        ``(model, tokenizer)``, the model in eval mode.
+
+    Raises:
+        OSError: a non-tiny model cannot be found.
+    """
+    if cfg.model != "tiny":
+        return load_pretrained(cfg.model, cfg.dtype)
+    from brushrl.policy.sft import warm_start_default
+
+    path = warm_start_default(cfg)
+    log.info("tiny policy from %s", path)
+    return load_pretrained(str(path), cfg.dtype)

@@ -1,0 +1,100 @@
+"""A byte-level BPE tokenizer trained on our own sketch corpus, with a Qwen-style chat format.
+
+The tiny policy cannot download a tokenizer, so it gets one trained here with the ``tokenizers``
+library. Two choices make it suit memorised p5.brush code:
+
+* Pre-tokenisation isolates numbers (``312``, ``0.25``) so that a frequent value becomes one
+  token, and cuts a hex colour into fixed pieces ``#rr``, ``gg``, ``bb`` so that every colour is
+  three tokens (the corpus has thousands of distinct jittered colours; letting BPE merge them
+  freely gave colours of varying token counts, and broken colour strings were the commonest
+  syntax error of sampled sketches). A sampled value is then a fixed number of choices that cannot
+  break the syntax. Everything else may merge across spaces and punctuation, so a recurring line
+  prefix such as ``");\\n  brush.vertex("`` becomes one token. Completions get shorter and
+  generation faster.
+* The byte-level alphabet is always part of the vocabulary, so any text (an unseen prompt, a
+  hallucinated identifier) still encodes, one byte per token at worst.
+
+The chat format mirrors Qwen's ChatML (``<|im_start|>role\\n...<|im_end|>\\n``) so that the same
+prompt code serves the tiny model and a real Qwen checkpoint.
+"""
+
+from __future__ import annotations
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+#: Document separator and padding token (Qwen's name for it).
+ENDOFTEXT = "<|endoftext|>"
+#: Start of a chat turn; followed by the role name and a newline.
+IM_START = "<|im_start|>"
+#: End of a chat turn; the policy's end-of-sequence token.
+IM_END = "<|im_end|>"
+SPECIAL_TOKENS: tuple[str, ...] = (ENDOFTEXT, IM_START, IM_END)
+#: Pieces that pre-tokenisation isolates: ``#`` with the first two hex digits of a colour, each
+#: following pair of hex digits of that colour (fixed-length look-behinds), or a decimal number.
+NUMBER_OR_COLOUR = (
+    r"#[0-9a-fA-F]{2}|(?<=#[0-9a-fA-F]{2})[0-9a-fA-F]{2}|(?<=#[0-9a-fA-F]{4})[0-9a-fA-F]{2}|\d+(?:\.\d+)?"
+)
+
+#: ChatML as in Qwen2/Qwen3 (without tool calls or reasoning blocks).
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it for ``transformers``.
+
+    Args:
+        texts: training text (corpus replies, the system prompt, user prompts). Order does not
+            matter; repeated texts weigh more in the merge statistics.
+        vocab_size: target vocabulary size including the 256 byte symbols and the three special
+            tokens; the result can be smaller when the corpus has fewer useful merges.
+
+    Returns:
+        A fast tokenizer with ``eos_token = "<|im_end|>"``, ``pad_token = "<|endoftext|>"``, no BOS,
+        and a ChatML ``chat_template``, so that
+        ``tok.apply_chat_template([{"role": "system", ...}, {"role": "user", ...}],
+        add_generation_prompt=True)`` returns the prompt ids that end with ``<|im_start|>assistant\\n``.
+
+    Raises:
+        ValueError: ``vocab_size`` too small for the byte alphabet plus special tokens, or no text.
+    """
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size {vocab_size} < {len(alphabet) + len(SPECIAL_TOKENS)} (bytes + specials)")
+    if not any(texts):
+        raise ValueError("train_tokenizer needs at least one non-empty text")
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(NUMBER_OR_COLOUR), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        unk_token=None,
+        bos_token=None,
+        additional_special_tokens=[IM_START],
+        clean_up_tokenization_spaces=False,
+        model_max_length=1 << 20,
+    )
+    wrapped.chat_template = CHAT_TEMPLATE
+    return wrapped

@@ -1,0 +1,42 @@
+"""The rollout engine interface: sample GRPO groups from the current policy, swap LoRA weights."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from brushrl.types import Completion
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Samples completions from the behaviour policy and tracks which policy version it is.
+
+    Invariant: every completion returned after ``load_adapter(..., version=v)`` (and before the
+    next ``load_adapter``) carries ``policy_version == v``; before any call it is 0 (the
+    warm-started policy).
+    """
+
+    def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
+        """Sample ``n`` completions for each user prompt (one GRPO group per prompt).
+
+        Args:
+            prompts: user prompt texts (the system prompt is the engine's own).
+            n: group size G.
+            seed: seeds the sampler for this call (same seed, same weights -> same completions);
+                None continues the engine's random stream.
+
+        Returns:
+            ``len(prompts)`` lists of ``n`` completions, in prompt order.
+        """
+        ...
+
+    def load_adapter(self, state: dict[str, torch.Tensor] | str, version: int) -> None:
+        """Replace the LoRA weights with ``state`` (a ``peft.get_peft_model_state_dict`` mapping
+        or the folder of a saved adapter) and set the policy version to ``version``."""
+        ...
+
+    def policy_version(self) -> int:
+        """The learner step whose weights the engine samples from (0 = warm start)."""
+        ...

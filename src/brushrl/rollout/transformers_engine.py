@@ -1,0 +1,159 @@
+"""Rollout with ``transformers``' ``generate`` on a PEFT-LoRA-wrapped policy (CPU or one GPU)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+from peft import LoraConfig as PeftLoraConfig
+from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from peft.utils import load_peft_weights
+from transformers import GenerationConfig
+
+from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
+from brushrl.policy import load_policy
+from brushrl.prompts import chat_messages
+from brushrl.types import Completion
+
+log = logging.getLogger(__name__)
+
+
+class TransformersEngine:
+    """A :class:`~brushrl.rollout.base.RolloutEngine` backed by ``model.generate``.
+
+    The policy (``load_policy(policy_cfg)``) is wrapped with a LoRA adapter shaped like the
+    learner's (``lora_cfg``). PEFT initialises LoRA's B matrices to zero, so before the first
+    ``load_adapter`` the engine samples exactly the base policy; ``load_adapter`` then only swaps
+    the adapter weights.
+
+    Behaviour log-probabilities come from the raw logits of each decoding step
+    (``output_logits=True``): ``log_softmax`` at temperature 1 before top-k/top-p, which is what
+    the learner's importance ratio compares against (``brushrl.types.Completion.logprobs``).
+
+    Args:
+        policy_cfg: which model (a tiny-model cache folder, a local path or a hub id), its dtype and
+            ``torch_threads`` (intra-op threads; 1 measured fastest per actor on 2 cores).
+        rollout_cfg: sampling (``temperature``, ``top_p``, ``top_k``; 0 disables top-k) and
+            ``max_new_tokens``.
+        system_prompt: the system message of every prompt.
+        lora_cfg: rank, alpha, dropout and target modules; must match the learner's.
+    """
+
+    def __init__(
+        self, policy_cfg: PolicyConfig, rollout_cfg: RolloutConfig, system_prompt: str, lora_cfg: LoraConfig
+    ) -> None:
+        torch.set_num_threads(policy_cfg.torch_threads)
+        self.rollout_cfg = rollout_cfg
+        self.system_prompt = system_prompt
+        base, self.tokenizer = load_policy(policy_cfg)
+        peft_config = PeftLoraConfig(
+            r=lora_cfg.r,
+            lora_alpha=lora_cfg.alpha,
+            lora_dropout=lora_cfg.dropout,
+            target_modules=lora_cfg.target_modules,
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(base, peft_config).eval()
+        self.device = next(self.model.parameters()).device
+        eos = base.generation_config.eos_token_id
+        eos = eos if eos is not None else self.tokenizer.eos_token_id
+        #: Token ids that end a completion (``<|im_end|>``; real checkpoints may list several).
+        self.stop_ids: set[int] = set(eos) if isinstance(eos, list) else {eos}
+        self._version = 0
+
+    # ------------------------------------------------------------------ RolloutEngine
+    def policy_version(self) -> int:
+        """The learner step whose adapter is loaded (0 = warm start, B = 0)."""
+        return self._version
+
+    def load_adapter(self, state: dict[str, torch.Tensor] | str, version: int) -> None:
+        """Swap in new LoRA weights and set the policy version.
+
+        Args:
+            state: ``peft.get_peft_model_state_dict`` output of the learner, or a folder written by
+                ``save_pretrained`` of a PEFT model (``adapter_model.safetensors``).
+            version: the learner step that produced the weights.
+
+        Raises:
+            ValueError: the keys of ``state`` are not exactly this engine's LoRA weights (an
+                adapter of another rank, target set or base model).
+        """
+        if isinstance(state, str):
+            state = load_peft_weights(state, device=str(self.device))
+        expected = set(get_peft_model_state_dict(self.model))
+        if set(state) != expected:
+            missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
+            raise ValueError(f"adapter keys differ: missing {missing[:3]}..., unexpected {extra[:3]}...")
+        with torch.no_grad():
+            set_peft_model_state_dict(self.model, state)
+        self._version = version
+        log.info("rollout engine: adapter of policy version %d loaded", version)
+
+    def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
+        """Sample one group of ``n`` completions per user prompt (see ``RolloutEngine.generate``).
+
+        Groups are generated one after another (``num_return_sequences=n``), so prompts need no
+        padding and ``gen_s`` is the wall time of the group's own ``generate`` call.
+        """
+        if seed is not None:
+            torch.manual_seed(seed)
+        return [self._group(prompt, n) for prompt in prompts]
+
+    # ------------------------------------------------------------------ helpers
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """Token ids of the chat-formatted prompt: system + user turn + assistant header."""
+        text = self.tokenizer.apply_chat_template(
+            chat_messages(self.system_prompt, prompt), add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _generation_config(self, n: int) -> GenerationConfig:
+        cfg = self.rollout_cfg
+        return GenerationConfig(
+            do_sample=True,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            max_new_tokens=cfg.max_new_tokens,
+            num_return_sequences=n,
+            eos_token_id=sorted(self.stop_ids),
+            pad_token_id=self.tokenizer.pad_token_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+
+    @torch.no_grad()
+    def _group(self, prompt: str, n: int) -> list[Completion]:
+        prompt_ids = self.prompt_ids(prompt)
+        ids = torch.tensor([prompt_ids], device=self.device)
+        t0 = time.perf_counter()
+        out = self.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=self._generation_config(n)
+        )
+        gen_s = time.perf_counter() - t0
+        tokens = out.sequences[:, ids.shape[1] :]  # [n, T]
+        # Raw (unprocessed) logits of each step, [n, V] each -> log-prob of the sampled token, [n, T].
+        logprobs = torch.stack(
+            [torch.log_softmax(step.float(), dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1)
+             for t, step in enumerate(out.logits)],
+            dim=1,
+        )
+        group = []
+        for row in range(tokens.shape[0]):
+            ids_row = tokens[row].tolist()
+            end = next((i + 1 for i, tok in enumerate(ids_row) if tok in self.stop_ids), None)
+            kept = ids_row if end is None else ids_row[:end]
+            group.append(
+                Completion(
+                    prompt=prompt,
+                    text=self.tokenizer.decode(kept, skip_special_tokens=True),
+                    prompt_ids=list(prompt_ids),
+                    completion_ids=kept,
+                    logprobs=logprobs[row, : len(kept)].tolist(),
+                    policy_version=self._version,
+                    truncated=end is None,
+                    gen_s=gen_s,
+                )
+            )
+        return group

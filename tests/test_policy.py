@@ -1,0 +1,219 @@
+"""Policy stage: corpus-trained tokenizer, tiny Qwen3 model, SFT warm start and its cache, and
+loading a saved causal LM by path. Real ``tokenizers``/``transformers`` parts, tiny sizes."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import pytest
+import torch
+
+from brushrl.config import PolicyConfig, SFTConfig, TinyModelConfig
+from brushrl.corpus.build import as_reply
+from brushrl.policy import build_tiny_model, load_policy, train_tokenizer, warm_start
+from brushrl.policy.sft import DONE_MARKER, IGNORE, collate, encode_examples
+
+torch.set_num_threads(1)
+
+SYSTEM = (
+    "You paint watercolours by writing a p5.js 2.x sketch that uses the p5.brush library.\n"
+    "Use only brush.fill, brush.beginShape, brush.vertex, brush.endShape and brush.circle."
+)
+TEMPLATE = "Paint {subject} in loose watercolour."
+#: Tiny sizes that train in seconds on one thread.
+TINY = TinyModelConfig(
+    vocab_size=600, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+    intermediate_size=128, max_position_embeddings=1024,
+)
+
+
+def standin_sketch(rng: random.Random) -> str:
+    """A small valid p5.brush sketch in the corpus style (skeleton + filled shapes)."""
+    lines = [
+        "async function setup() {", "  createCanvas(600, 600, WEBGL);", "  brush.scaleBrushes(3);",
+        "  angleMode(DEGREES);", "  noLoop();", "}", "", "function draw() {",
+        "  translate(-width / 2, -height / 2);", '  background("#fdf8ee");', "  brush.noStroke();",
+    ]
+    for _ in range(rng.randint(2, 3)):
+        lines.append(f'  brush.fill("{rng.choice(["#e8896b", "#d94f7a", "#f2c14e"])}", {rng.randint(170, 230)});')
+        lines.append(f"  brush.beginShape({rng.choice(['0.4', '0.5'])});")
+        lines += [f"  brush.vertex({rng.randint(150, 450)}, {rng.randint(150, 450)});" for _ in range(4)]
+        lines.append("  brush.endShape(true);")
+    lines.append(f"  brush.circle(300, 300, {rng.randint(15, 30)}, 0.3);")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def standin_corpus(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``n`` (subject, code) pairs, a stand-in for ``brushrl.corpus``."""
+    rng = random.Random(seed)
+    subjects = ["a peach hibiscus", "a coral poppy", "a violet iris"]
+    return [(subjects[i % len(subjects)], standin_sketch(rng)) for i in range(n)]
+
+
+def tiny_policy_cfg(cache_dir, **sft) -> PolicyConfig:
+    sft_cfg = SFTConfig(cache_dir=str(cache_dir), **{"epochs": 25.0, "lr": 5e-3, "batch_size": 4, **sft})
+    return PolicyConfig(tiny=TINY, sft=sft_cfg)
+
+
+def reply_loss(path, corpus) -> float:
+    """Mean cross-entropy (nats/token) of the saved model on the corpus replies."""
+    model, tok = load_policy(PolicyConfig(model=str(path)))
+    batch = collate(encode_examples(tok, corpus, SYSTEM, TEMPLATE), tok.pad_token_id)
+    with torch.no_grad():
+        return model(**batch).loss.item()
+
+
+# ---------------------------------------------------------------- tokenizer
+def test_tokenizer_chat_template_and_special_tokens():
+    corpus = standin_corpus(6)
+    tok = train_tokenizer([SYSTEM] + [as_reply(c) for _, c in corpus], vocab_size=500)
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    assert tok.eos_token_id != tok.pad_token_id
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Paint a rose."}]
+    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert text == (
+        f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nPaint a rose.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert ids.count(tok.convert_tokens_to_ids("<|im_start|>")) == 3
+    assert ids.count(tok.eos_token_id) == 2
+    # Byte-level: any text round-trips, including characters never seen in training.
+    for sample in (as_reply(corpus[0][1]), "brush.wash(\"été\") // ✓ 🌺"):
+        assert tok.decode(tok(sample, add_special_tokens=False)["input_ids"]) == sample
+
+
+def test_tokenizer_numbers_whole_and_colours_in_three_tokens():
+    corpus = standin_corpus(30)
+    tok = train_tokenizer([as_reply(c) for _, c in corpus], vocab_size=2000)
+    pieces = tok.convert_ids_to_tokens(tok('brush.fill("#e8896b", 200);', add_special_tokens=False)["input_ids"])
+    assert pieces[pieces.index("#e8") :][:4] == ["#e8", "89", "6b", '",Ġ'] and "200" in pieces
+    # Unseen colours and numbers may fall apart into bytes, but never merge across a colour's pairs.
+    text = 'brush.fill("#F2c1A4", 1.25);'
+    ends = {end for _, end in tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]}
+    hash_at = text.index("#")
+    assert {hash_at, hash_at + 3, hash_at + 5, hash_at + 7} <= ends
+    # No token glues a number or colour to the code around it: a token with a digit lies inside
+    # a number or a hex colour.
+    for piece in tok.get_vocab():
+        if any(ch in "0123456789" for ch in piece):
+            assert set(piece) <= set("#0123456789abcdefABCDEF."), piece
+    assert len(tok) <= 2000
+
+
+def test_tokenizer_rejects_too_small_vocab():
+    with pytest.raises(ValueError):
+        train_tokenizer(["abc"], vocab_size=100)
+
+
+# ---------------------------------------------------------------- model
+def test_build_tiny_model_default_size():
+    tok = train_tokenizer([as_reply(c) for _, c in standin_corpus(10)], vocab_size=2048)
+    model = build_tiny_model(TinyModelConfig(), tok)
+    n = model.num_parameters()
+    assert 2_000_000 < n < 10_000_000, n
+    assert model.config.vocab_size == len(tok)
+    assert model.config.head_dim == 64
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+    ids = torch.tensor([tok("brush.vertex(300, 300);")["input_ids"]])
+    assert model(input_ids=ids).logits.shape == (1, ids.shape[1], len(tok))
+
+
+def test_build_tiny_model_rejects_bad_heads():
+    tok = train_tokenizer(["abc abc"], vocab_size=300)
+    with pytest.raises(ValueError):
+        build_tiny_model(TinyModelConfig(hidden_size=250, num_attention_heads=4), tok)
+
+
+# ---------------------------------------------------------------- SFT
+def test_examples_train_only_on_reply_tokens():
+    corpus = standin_corpus(3)
+    tok = train_tokenizer([SYSTEM] + [as_reply(c) for _, c in corpus], vocab_size=500)
+    examples = encode_examples(tok, corpus, SYSTEM, TEMPLATE)
+    for (subject, code), ex in zip(corpus, examples):
+        prompt = tok.apply_chat_template(
+            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TEMPLATE.format(subject=subject)}],
+            add_generation_prompt=True, tokenize=False,
+        )
+        p = len(tok(prompt, add_special_tokens=False)["input_ids"])
+        assert ex.labels[:p] == [IGNORE] * p
+        assert ex.labels[p:] == ex.input_ids[p:]
+        assert ex.labels[-1] == tok.eos_token_id
+        assert tok.decode(ex.input_ids[p:], skip_special_tokens=True) == as_reply(code)
+
+
+def test_warm_start_learns_and_caches(tmp_path):
+    corpus = standin_corpus(8)
+    untrained = warm_start(tiny_policy_cfg(tmp_path, enabled=False), corpus, SYSTEM, TEMPLATE, threads=1)
+    t0 = time.perf_counter()
+    trained = warm_start(tiny_policy_cfg(tmp_path), corpus, SYSTEM, TEMPLATE, threads=1)
+    first_s = time.perf_counter() - t0
+    assert trained != untrained and trained.parent == tmp_path
+    summary = json.loads((trained / DONE_MARKER).read_text())
+    assert summary["examples"] == 8 and summary["steps"] == 50 and summary["final_loss"] > 0
+
+    # The warm start learnt the corpus: reply loss far below the untrained model's (~ln V).
+    assert reply_loss(trained, corpus) < 0.6 * reply_loss(untrained, corpus)
+
+    # Cache hit: same inputs -> same folder, no training.
+    t0 = time.perf_counter()
+    again = warm_start(tiny_policy_cfg(tmp_path), corpus, SYSTEM, TEMPLATE, threads=1)
+    hit_s = time.perf_counter() - t0
+    assert again == trained and hit_s < 1.0 and hit_s < first_s / 5
+    # Any input change is a different entry; no temporary folder is left behind.
+    other = warm_start(tiny_policy_cfg(tmp_path, enabled=False), corpus, SYSTEM, "Paint {subject}.", threads=1)
+    assert other not in (trained, untrained)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (trained, untrained, other))
+
+
+def test_warm_start_rejects_empty_corpus(tmp_path):
+    with pytest.raises(ValueError):
+        warm_start(tiny_policy_cfg(tmp_path), [], SYSTEM, TEMPLATE)
+
+
+# ---------------------------------------------------------------- loading by path
+def test_load_policy_from_local_path(tmp_path):
+    tok = train_tokenizer([SYSTEM] + [as_reply(c) for _, c in standin_corpus(4)], vocab_size=400)
+    torch.manual_seed(0)
+    model = build_tiny_model(TINY, tok)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+
+    loaded, loaded_tok = load_policy(PolicyConfig(model=str(tmp_path)))
+    assert type(loaded).__name__ == "Qwen3ForCausalLM" and not loaded.training
+    ids = torch.tensor([loaded_tok("brush.vertex(1, 2);", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]
+    assert loaded_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False).endswith(
+        "<|im_start|>assistant\n"
+    )
+    assert loaded_tok.eos_token == "<|im_end|>"
+
+    half, _ = load_policy(PolicyConfig(model=str(tmp_path), dtype="bfloat16"))
+    assert next(half.parameters()).dtype == torch.bfloat16
+
+
+def test_load_policy_missing_path_raises(tmp_path):
+    with pytest.raises(OSError):
+        load_policy(PolicyConfig(model=str(tmp_path / "nowhere")))
+
+
+# ---------------------------------------------------------------- measuring tool
+def test_check_tool_runs_end_to_end(tmp_path, capsys):
+    """``python -m brushrl.policy.check`` on the real corpus, a 1-layer model and two short samples."""
+    from brushrl.policy.check import main
+
+    summary = main([
+        "--groups", "1", "--n", "2", "--threads", "1", "--set",
+        "policy.tiny.hidden_size=64", "policy.tiny.num_hidden_layers=1", "policy.tiny.num_attention_heads=2",
+        "policy.tiny.num_key_value_heads=1", "policy.tiny.intermediate_size=128", "policy.sft.variations=1",
+        "policy.sft.epochs=0.1", f"policy.sft.cache_dir={tmp_path}", "rollout.max_new_tokens=24",
+    ])
+    assert json.loads(capsys.readouterr().out) == summary
+    assert summary["samples"] == 2 and sum(summary["verdicts"].values()) == 2
+    assert 0 < summary["tokens_per_completion"] <= 24 and summary["sft_examples"] > 10
+    assert 0.0 <= summary["static_pass_rate"] <= 1.0
