@@ -43,7 +43,12 @@ def run_train(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc)
         return 2
+    import logging
+
     from brushrl.orchestrator.trainer import Trainer
+
+    # Stage loggers (SFT progress, cache hits) print to the console and to `ray job` logs.
+    logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
 
     Trainer(cfg).run()
     return 0
