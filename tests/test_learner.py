@@ -355,7 +355,7 @@ def ray_cluster():
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     previous = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # bind to 127.0.0.1 (shared/notes/probes.md)
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1")
     yield ray
     ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])

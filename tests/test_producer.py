@@ -61,7 +61,7 @@ def local_ray():
     if ray.is_initialized():
         ray.shutdown()
     # Workers import this module's actor classes by name: put tests/ on their path.
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "tests")}})
     yield
     ray.shutdown()

@@ -344,7 +344,7 @@ def pool():
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind to 127.0.0.1 (probes.md)
-        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     p = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=30, attempts=1))
     p.ping()
     yield p

@@ -14,7 +14,9 @@ def init_ray(cfg: RayConfig) -> None:
 
     Under ``ray job submit`` (``RAY_ADDRESS`` is set) the driver joins the job's cluster and passes
     no ``runtime_env``: the job-level one applies (a driver-level one would conflict with it, a known
-    Ray trap). Without a cluster, a local one is started with ``cfg.num_cpus`` logical CPUs. Ray binds
+    Ray trap). Without a cluster, a new local one is started with ``cfg.num_cpus`` logical CPUs (``address="local"``:
+    a plain ``ray.init`` would attach to any cluster recorded in ``/tmp/ray/ray_current_cluster``, even
+    a stale one, and then reject ``num_cpus``). Ray binds
     to the machine's first interface by default; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` kept every
     port on 127.0.0.1 on our CPU machine (shared/notes/probes.md), so it is set for local clusters.
     """
@@ -29,6 +31,7 @@ def init_ray(cfg: RayConfig) -> None:
     if cfg.metrics_export_port:
         kwargs["_metrics_export_port"] = cfg.metrics_export_port
     ray.init(
+        address="local",  # always a new cluster: never attach to one found in /tmp/ray
         num_cpus=cfg.num_cpus,
         include_dashboard=False,
         _node_ip_address="127.0.0.1",

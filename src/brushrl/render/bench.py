@@ -71,7 +71,7 @@ def _pool(args) -> None:
     from brushrl.render.pool import RenderPool
 
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     pool = RenderPool(RenderConfig(num_actors=args.actors, gl_backend=args.gl, deadline_s=300, attempts=1))
     pool.ping()
     t = time.monotonic()
