@@ -74,6 +74,8 @@ class Trainer:
         self.run_dir.save_config(cfg)
         self.group_counts: Counter = Counter()
         self.step_rewards: list[float] = []
+        #: Policy version the rollout engine serves (0 = the warm start; +1 per learner update).
+        self.policy_version = 0
 
     def _say(self, text: str) -> None:
         print(text, file=self.log, flush=True)
@@ -151,10 +153,11 @@ class Trainer:
                     accepted.append(g)
         t_learn = time.perf_counter()
         batch = [[TrainSample.from_sample(s) for s in g.samples] for g in accepted]  # no PNGs to the learner
+        rollout_version = self.policy_version
         stats = ray.get(learner.step.remote(batch)) if accepted else {}
-        version = ray.get(learner.policy_version.remote()) if accepted else None
         if accepted:
-            ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), version))
+            self.policy_version = ray.get(learner.policy_version.remote())
+            ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), self.policy_version))
         learn_s = time.perf_counter() - t_learn
         self.group_counts.update(counts_all["groups"])
 
@@ -171,7 +174,7 @@ class Trainer:
         valid = [s.reward for s in samples if s.reward is not None]
         record = {
             "step": step,
-            "policy_version": version if version is not None else step - 1,
+            "policy_version": rollout_version,  # the version that generated this step's rollouts
             "reward/mean": sum(valid) / len(valid) if valid else None,
             "gate/pass_rate": sum(s.gate.passed for s in samples) / max(len(samples), 1),
             "samples": len(samples),

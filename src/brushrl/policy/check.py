@@ -3,6 +3,7 @@
 Usage::
 
     python -m brushrl.policy.check [--config run.yaml] [--groups 4] [--n 4] [--set policy.sft.epochs=10]
+        [--dump samples.jsonl]
 
 Prints the SFT figures (seconds, final loss, examples), then samples ``groups x n`` completions
 with the run's rollout settings (temperature, top-p/k, ``max_new_tokens``) through
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--groups", type=int, default=4, help="prompts sampled (one group each)")
     ap.add_argument("--n", type=int, default=4, help="completions per prompt")
     ap.add_argument("--threads", type=int, default=None, help="torch threads for SFT (default: all cores)")
+    ap.add_argument("--dump", metavar="JSONL", help="also write every sample with its verdict and detail")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -74,7 +76,13 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     completions = [c for group in engine.generate(prompts, args.n, seed=cfg.run.seed) for c in group]
     gen_s = time.perf_counter() - t0
-    verdicts = Counter(check_static(c.text, cfg.gate, cfg.render.canvas_size)[1].verdict for c in completions)
+    judged = [check_static(c.text, cfg.gate, cfg.render.canvas_size)[1] for c in completions]
+    verdicts = Counter(v.verdict for v in judged)
+    if args.dump:
+        with open(args.dump, "w") as f:
+            for c, v in zip(completions, judged):
+                row = {"verdict": v.verdict, "detail": v.detail, "truncated": c.truncated, "text": c.text}
+                f.write(json.dumps(row) + "\n")
     summary = {
         "cache": str(path),
         "sft_seconds": round(sft["seconds"], 1),
