@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 
 import pytest
@@ -86,22 +87,28 @@ def test_tokenizer_chat_template_and_special_tokens():
         assert tok.decode(tok(sample, add_special_tokens=False)["input_ids"]) == sample
 
 
-def test_tokenizer_numbers_whole_and_colours_in_three_tokens():
+def test_tokenizer_numbers_whole_and_each_colour_one_token():
     corpus = standin_corpus(30)
-    tok = train_tokenizer([as_reply(c) for _, c in corpus], vocab_size=2000)
-    pieces = tok.convert_ids_to_tokens(tok('brush.fill("#e8896b", 200);', add_special_tokens=False)["input_ids"])
-    assert pieces[pieces.index("#e8") :][:4] == ["#e8", "89", "6b", '",Ġ'] and "200" in pieces
-    # Unseen colours and numbers may fall apart into bytes, but never merge across a colour's pairs.
+    texts = [as_reply(c) for _, c in corpus]
+    tok = train_tokenizer(texts, vocab_size=2000)
+    colours = {c for t in texts for c in re.findall(r"#[0-9a-f]{6}", t)}
+    assert len(tok) <= 2000 + len(colours)
+    # Every colour seen in training is exactly one token, wherever it stands.
+    for colour in sorted(colours)[:20]:
+        text = f'brush.fill("{colour}", 200);'
+        pieces = tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+        assert colour in pieces and "200" in pieces, pieces
+        assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+    # A number never merges with the code around it; an unseen colour still encodes (byte pieces).
     text = 'brush.fill("#F2c1A4", 1.25);'
-    ends = {end for _, end in tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]}
-    hash_at = text.index("#")
-    assert {hash_at, hash_at + 3, hash_at + 5, hash_at + 7} <= ends
-    # No token glues a number or colour to the code around it: a token with a digit lies inside
-    # a number or a hex colour.
+    ids = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    ends = {end for _, end in ids["offset_mapping"]}
+    assert text.index("1.25") in ends and text.index("1.25") + 4 in ends
+    assert tok.decode(ids["input_ids"]) == text
+    # No BPE token mixes digits with other characters: colour tokens are the only such pieces.
     for piece in tok.get_vocab():
-        if any(ch in "0123456789" for ch in piece):
-            assert set(piece) <= set("#0123456789abcdefABCDEF."), piece
-    assert len(tok) <= 2000
+        if any(ch in "0123456789" for ch in piece) and piece not in colours:
+            assert set(piece) <= set("0123456789."), piece
 
 
 def test_tokenizer_rejects_too_small_vocab():

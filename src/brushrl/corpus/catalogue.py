@@ -527,7 +527,7 @@ def _ray_flower(
 
 
 def daisy(k: Knobs) -> Sketch:
-    """Many thin white rays (one star shape per wash, as a loop) around a yellow disc."""
+    """Many thin white rays (one star shape per wash) around a yellow disc."""
     w, _ = _ray_flower(k, "daisy", 200, 16, 0.3, 0.2)
     return "a daisy", w.source()
 
@@ -552,7 +552,7 @@ def zinnia(k: Knobs) -> Sketch:
 
 def marigold(k: Knobs) -> Sketch:
     """A ruffled ball of many short rays in three washes."""
-    w, pal = _ray_flower(k, "marigold", 170, 20, 0.75, 0.1, washes=3)
+    w, pal = _ray_flower(k, "marigold", 170, 14, 0.75, 0.1, washes=3)
     return f"{_article(pal.name)} {pal.name} marigold", w.source()
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from brushrl.corpus.geometry import outline, polar, star, stem
-from brushrl.corpus.palettes import BACKGROUNDS, PALETTES, Palette, jitter_palette
+from brushrl.corpus.palettes import BACKGROUNDS, PALETTES, Palette, vary_palette
 from brushrl.corpus.sketch import SketchWriter
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class Knobs:
         return max(MIN_OPACITY, min(MAX_OPACITY, default + round(self.shift(spread))))
 
     def palette(self, family: str) -> Palette:
-        """The family's first palette (canonical) or a drawn one with jittered colours.
+        """The family's first palette (canonical) or a drawn one, made paler or stronger (``vary_palette``).
 
         Raises:
             KeyError: unknown family (see ``PALETTES``).
@@ -69,7 +69,7 @@ class Knobs:
         options = PALETTES[family]
         if self.rng is None:
             return options[0]
-        return jitter_palette(self.rng.choice(options), self.rng)
+        return vary_palette(self.rng.choice(options), self.rng)
 
     def background(self) -> str:
         """A pale cream ground (canonical: the skeleton's ``#fdf8ee``)."""
@@ -203,21 +203,10 @@ def paint_ray_ring(
     w: SketchWriter, k: Knobs, colour: str, cx: float, cy: float, outer: float, inner: float, rays: int,
     rotation: float, opacity: int = 200,
 ) -> None:
-    """Many thin petals (daisy, sunflower) as ONE star shape written as a short JavaScript loop.
+    """Many thin petals (daisy, sunflower) as ONE star shape alternating ``outer`` and ``inner``
+    radius (pixels) over ``2 * rays`` vertices, starting at ``rotation`` degrees.
 
-    The loop alternates ``outer`` and ``inner`` radius (pixels) over ``2 * rays`` vertices using
-    p5's ``cos``/``sin`` in degrees.
+    Written out vertex by vertex: a ``for`` loop with ``cos``/``sin`` expressions was shorter, but
+    the tiny policy copied those expressions into plain ``brush.vertex`` and ``brush.circle`` lines.
     """
-    step = f"{180.0 / rays:.2f}".rstrip("0").rstrip(".")
-    text = "\n".join(
-        [
-            f'brush.fill("{colour}", {k.opacity(opacity)});',
-            "brush.beginShape(0.4);",
-            f"for (let i = 0; i < {2 * rays}; i++) {{",
-            f"  const r = i % 2 === 0 ? {round(outer)} : {round(inner)};",
-            f"  brush.vertex({round(cx)} + r * cos({round(rotation)} + i * {step}), {round(cy)} + r * sin({round(rotation)} + i * {step}));",
-            "}",
-            "brush.endShape(true);",
-        ]
-    )
-    w.block(text, marks=1)
+    w.shape(colour, k.opacity(opacity), star(cx, cy, outer, inner, rays, rotation), 0.4)

@@ -37,7 +37,7 @@ from brushrl.prompts import chat_messages, user_prompt
 log = logging.getLogger(__name__)
 
 #: Bump when the training recipe changes in a way the config does not capture (invalidates caches).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 6
 #: Name of the marker file of a complete cache entry.
 DONE_MARKER = "done"
 #: Ignore index of ``torch.nn.functional.cross_entropy`` (prompt and padding positions).
@@ -210,14 +210,16 @@ def train_sft(model: torch.nn.Module, examples: list[SFTExample], cfg: PolicyCon
 
 
 def sft_threads() -> int:
-    """Torch threads for SFT: every core this process may run on.
+    """Torch threads for SFT: the cores this process may use that are not already busy.
 
-    The warm start runs in the driver before any actor starts, so the cores are otherwise idle.
-    Measured on the 2-core dev machine (hidden 256, 4 layers, batch 8 x 512 tokens, bf16 autocast):
-    2 threads 9.9-10.4 k tokens/s vs 4.8-5.8 k with 1 when the machine was quiet, but 3-4x slower
-    than 1 thread while other processes kept both cores busy; pass ``threads=1`` then.
+    ``cores - 1-minute load average`` (rounded), at least 1. The warm start runs in the driver before
+    any actor starts, so on a dedicated machine that is every core. Measured on the 2-core dev
+    machine (hidden 256, 4 layers, batch 8 x 512 tokens, bf16 autocast): 2 threads gave 9.9-10.4 k
+    tokens/s vs 4.8-5.8 k for 1 thread while the machine was quiet, but 0.7-0.9 k tokens/s (vs
+    2.5-4 k for 1 thread) while other processes kept the cores busy.
     """
-    return len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
+    return max(1, min(cores, round(cores - os.getloadavg()[0])))
 
 
 def warm_start(
