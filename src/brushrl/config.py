@@ -223,6 +223,40 @@ class LearnerConfig(_Section):
     """Logical CPUs the learner actor reserves."""
 
 
+class EndpointConfig(_Section):
+    """One OpenAI-compatible chat endpoint (``POST {base_url}/chat/completions``)."""
+
+    name: str
+    """Label recorded as each painting's ``source`` (e.g. ``qwen3-coder-30b``)."""
+    base_url: str
+    """API root including ``/v1``, e.g. ``http://127.0.0.1:8000/v1`` (vLLM) or a provider's."""
+    model: str
+    """Model name sent in the request."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (None: a placeholder key, for local servers)."""
+    temperature: float = Field(1.0, ge=0)
+    max_tokens: int = Field(4096, ge=16)
+    timeout_s: float = Field(300.0, gt=0)
+    """Seconds per request before it counts as failed (retried on the next ``pool build``)."""
+    max_retries: int = Field(2, ge=0)
+    """Retries of the OpenAI client on connection errors, 429 and 5xx."""
+
+
+class PoolBuildConfig(_Section):
+    """``brushrl pool build``: where candidate paintings come from."""
+
+    endpoints: list[EndpointConfig] = Field(default_factory=list)
+    """Model endpoints asked for sketches (empty: only ``--policy``, the local policy)."""
+    subjects: list[str] | None = None
+    """Subjects to paint (None: ``prompts.subjects``); the user prompt is ``prompts.template``."""
+    samples_per_prompt: int = Field(2, ge=1)
+    """Candidates per (source, subject) in round 0."""
+    refine_rounds: int = Field(0, ge=0)
+    """Rounds of VLM critique + revision per candidate (needs ``critic``; endpoints only)."""
+    critic: EndpointConfig | None = None
+    """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
+
+
 class BrushRLConfig(_Section):
     """The whole run configuration (one YAML file)."""
 
@@ -235,6 +269,7 @@ class BrushRLConfig(_Section):
     gate: GateConfig = Field(default_factory=GateConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
