@@ -214,3 +214,15 @@ def test_hf_import_rejects_tampered_image(tmp_path, monkeypatch):
 def test_copy_of_starter_loads(tmp_path):
     shutil.copytree(STARTER, tmp_path / "s")
     assert len(ReferencePool(tmp_path / "s").entries) == 16
+
+
+def test_run_directory_records_the_pool_version(tmp_path):
+    from brushrl.artifacts.run_dir import RunDir
+
+    pool = ReferencePool(STARTER)
+    run = RunDir(tmp_path / "run")
+    run.save_pool(pool.version_record())
+    record = json.loads((tmp_path / "run" / "pool.json").read_text())
+    assert record["version_id"] == pool.version_id and record["published"] is True
+    assert record["manifest_sha256"] == sha256_hex((STARTER / "manifest.jsonl").read_bytes())
+    assert record["counts"] == {"love": 8, "good": 8, "reject": 0, "unrated": 0}

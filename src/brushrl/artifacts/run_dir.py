@@ -3,6 +3,7 @@
 Layout::
 
     config.yaml          the resolved config (defaults filled in)
+    pool.json            the reference pool version the run used (``ReferencePool.version_record``)
     rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``)
     metrics.jsonl        one JSON object per learner step
     png/step_0003/       the paintings, g<group>_s<sample>.png
@@ -96,6 +97,11 @@ class RunDir:
 
     def save_config(self, cfg: BrushRLConfig) -> None:
         save_resolved(cfg, self.root / "config.yaml")
+
+    def save_pool(self, record: dict) -> None:
+        """Record the reference pool version used (``brushrl.pool.ReferencePool.version_record()``:
+        path, ``version_id`` = ``name@vN+hash12``, manifest SHA-256, tier counts) as ``pool.json``."""
+        atomic_write(self.root / "pool.json", json.dumps(record, indent=2) + "\n")
 
     def png_path(self, step: int, group_id: int, index: int) -> Path:
         folder = self.root / "png" / f"step_{step:04d}"

@@ -100,6 +100,8 @@ class Trainer:
         cfg = warm_start_policy(cfg, system_prompt)
         self._say(f"[brushrl] policy ready ({cfg.policy.model}) in {time.perf_counter() - t0:.1f} s")
         pool = ReferencePool(cfg.reward.pool.path)
+        self.run_dir.save_pool(pool.version_record())
+        self._say(f"[brushrl] reference pool {pool.version_id}")
         render_pool = RenderPool(cfg.render)
         try:
             learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
