@@ -226,3 +226,22 @@ def test_run_directory_records_the_pool_version(tmp_path):
     assert record["version_id"] == pool.version_id and record["published"] is True
     assert record["manifest_sha256"] == sha256_hex((STARTER / "manifest.jsonl").read_bytes())
     assert record["counts"] == {"love": 8, "good": 8, "reject": 0, "unrated": 0}
+
+
+def test_cli_check_new_version_publish_and_rate_refusal(tmp_path, capsys):
+    from brushrl.cli import main
+
+    make_pool(tmp_path / "v1", n=3)
+    (tmp_path / "v1" / "p2.png").unlink()
+    rewrite_rows(tmp_path / "v1", lambda rows: rows[0].update(tier="great"))
+    assert main(["pool", "check", str(tmp_path / "v1")]) == 1
+    err = capsys.readouterr().err
+    assert "2 problem(s)" in err and "[unknown_tier]" in err and f"{tmp_path / 'v1' / 'p2.png'}: [missing_image]" in err
+    rewrite_rows(tmp_path / "v1", lambda rows: (rows[0].update(tier="reject"), rows.pop()))
+    assert main(["pool", "publish", str(tmp_path / "v1")]) == 0
+    assert main(["pool", "rate", str(tmp_path / "v1")]) == 1
+    assert "immutable" in capsys.readouterr().err
+    assert main(["pool", "new-version", str(tmp_path / "v1"), str(tmp_path / "v2"), "--drop-tier", "reject"]) == 0
+    assert main(["pool", "check", str(tmp_path / "v2"), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert record["version"] == 2 and record["parent"].startswith("test@v1+") and record["counts"]["unrated"] == 1
