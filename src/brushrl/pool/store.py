@@ -357,6 +357,7 @@ class PoolWriter:
         if not self.manifest.is_file():
             raise PoolError([PoolProblem("missing_manifest", self.manifest, "reference pool manifest not found")])
         self._lock = FileLock(str(self.root / ".lock"), timeout=LOCK_TIMEOUT_S)
+        self._cache: tuple[tuple, list[PoolRow]] | None = None
 
     @contextmanager
     def _edit(self) -> Iterator[list[PoolRow]]:
@@ -371,12 +372,20 @@ class PoolWriter:
             atomic_write(self.manifest, manifest_text(rows).encode())
 
     def rows(self) -> list[PoolRow]:
-        """The manifest rows as they are on disk now."""
+        """The manifest rows as they are on disk now (a copy of the list; rows are not to be mutated).
+
+        Parsed again only when the manifest's (inode, size, mtime) changed: every write replaces
+        the file (``os.replace``: a new inode), so a cached parse is never stale.
+        """
         with self._lock:
-            rows, problems = read_rows(self.manifest)
-        if problems:
-            raise PoolError(problems)
-        return rows
+            st = self.manifest.stat()
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if self._cache is None or self._cache[0] != key:
+                rows, problems = read_rows(self.manifest)
+                if problems:
+                    raise PoolError(problems)
+                self._cache = (key, rows)
+            return list(self._cache[1])
 
     def add(self, row: PoolRow, png: bytes) -> None:
         """Add a painting: writes ``row.png`` (atomically) and appends ``row``.
