@@ -204,3 +204,14 @@ def test_build_cli_renders_in_the_ray_render_farm(tmp_path, fake, monkeypatch):
         ray.shutdown()
     pool = ReferencePool(tmp_path / "p")
     assert sorted(e.prompt for e in pool.entries) == ["a coral poppy", "a violet iris"]
+
+
+def test_build_refuses_a_published_pool(tmp_path, capsys):
+    import shutil
+
+    from brushrl.cli import main
+
+    shutil.copytree(Path(__file__).resolve().parents[1] / "pools" / "starter", tmp_path / "starter")
+    assert main(["pool", "build", str(tmp_path / "starter"), "--policy", "--no-ray"]) == 1
+    assert "immutable" in capsys.readouterr().err
+    assert not (tmp_path / "starter" / BUILD_LOG).exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from brushrl.pool.store import PoolRow, ReferencePool, init_pool, sha256_hex
+from brushrl.pool.store import PoolRow, ReferencePool, init_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = ROOT / "pools" / "starter"

@@ -34,7 +34,7 @@ from typing import Protocol
 from PIL import Image
 
 from brushrl.config import BrushRLConfig, EndpointConfig
-from brushrl.pool.store import PoolRow, PoolWriter, atomic_write, init_pool, sha256_hex
+from brushrl.pool.store import PoolError, PoolRow, PoolWriter, init_pool, sha256_hex
 from brushrl.types import RenderResult
 
 BUILD_LOG = "build_log.jsonl"
@@ -361,6 +361,13 @@ def _run(args) -> int:
     from brushrl.orchestrator.trainer import system_prompt_for
 
     console = Console()
+    out = Path(args.out)
+    if (out / "manifest.jsonl").exists():
+        try:
+            PoolWriter(out)  # a published version is immutable: refuse before any work
+        except PoolError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     try:
         cfg = load_config(args.config) if args.config else BrushRLConfig()
         system = system_prompt_for(cfg)

@@ -18,7 +18,6 @@ import argparse
 import getpass
 import json
 import sys
-from pathlib import Path
 
 from brushrl.pool.store import PoolError, PoolWriter, ReferencePool, new_version
 

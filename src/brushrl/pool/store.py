@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import random
 import re
