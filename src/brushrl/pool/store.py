@@ -183,10 +183,12 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip("_.-") or "pool"
 
 
-def read_rows(manifest: Path) -> tuple[list[PoolRow], list[PoolProblem]]:
-    """Parse ``manifest.jsonl`` without touching images: the valid rows and the bad-row problems."""
+def read_rows(manifest: Path, data: bytes | None = None) -> tuple[list[PoolRow], list[PoolProblem]]:
+    """Parse ``manifest.jsonl`` (or its bytes ``data``) without touching images: the valid rows
+    and the bad-row problems."""
     rows, problems = [], []
-    for lineno, line in enumerate(manifest.read_text().splitlines(), 1):
+    text = manifest.read_text() if data is None else data.decode()
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -356,7 +358,20 @@ class PoolWriter:
         if not self.manifest.is_file():
             raise PoolError([PoolProblem("missing_manifest", self.manifest, "reference pool manifest not found")])
         self._lock = FileLock(str(self.root / ".lock"), timeout=LOCK_TIMEOUT_S)
-        self._cache: tuple[tuple, list[PoolRow]] | None = None
+        self._cache: tuple[bytes, list[PoolRow]] | None = None
+
+    def _load_locked(self) -> list[PoolRow]:
+        """The manifest rows (a new list); call with the lock held. The file is read every time
+        but parsed again only when its bytes differ from the last parse (comparing bytes is
+        milliseconds, parsing thousands of rows with their code is not; file stat times are too
+        coarse to tell two quick writes of another process apart)."""
+        data = self.manifest.read_bytes()
+        if self._cache is None or self._cache[0] != data:
+            rows, problems = read_rows(self.manifest, data)
+            if problems:
+                raise PoolError(problems)
+            self._cache = (data, rows)
+        return list(self._cache[1])
 
     @contextmanager
     def _edit(self) -> Iterator[list[PoolRow]]:
@@ -364,27 +379,16 @@ class PoolWriter:
         with self._lock:
             if read_meta(self.root).published:
                 raise PoolError(f"{self.root}: published meanwhile; it is immutable")
-            rows, problems = read_rows(self.manifest)
-            if problems:
-                raise PoolError(problems)
+            rows = self._load_locked()
             yield rows
-            atomic_write(self.manifest, manifest_text(rows).encode())
+            data = manifest_text(rows).encode()
+            atomic_write(self.manifest, data)
+            self._cache = (data, list(rows))
 
     def rows(self) -> list[PoolRow]:
-        """The manifest rows as they are on disk now (a copy of the list; rows are not to be mutated).
-
-        Parsed again only when the manifest's (inode, size, mtime) changed: every write replaces
-        the file (``os.replace``: a new inode), so a cached parse is never stale.
-        """
+        """The manifest rows as they are on disk now (a new list; the rows are not to be mutated)."""
         with self._lock:
-            st = self.manifest.stat()
-            key = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if self._cache is None or self._cache[0] != key:
-                rows, problems = read_rows(self.manifest)
-                if problems:
-                    raise PoolError(problems)
-                self._cache = (key, rows)
-            return list(self._cache[1])
+            return self._load_locked()
 
     def add(self, row: PoolRow, png: bytes) -> None:
         """Add a painting: writes ``row.png`` (atomically) and appends ``row``.
