@@ -26,7 +26,9 @@ Outcome classification (``RenderResult.status``):
 from __future__ import annotations
 
 import base64
+import os
 import secrets
+import signal
 import threading
 import time
 from pathlib import Path
@@ -40,6 +42,7 @@ from playwright.sync_api import sync_playwright
 from brushrl.config import RenderConfig
 from brushrl.render.harness import ORIGIN, csp, load_assets, page_html
 from brushrl.render.paint import paint_fraction
+from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
 from brushrl.types import RenderResult
 
 #: Flags for every launch: no sandbox (we run as root), no background traffic of Chromium's own, and
@@ -71,6 +74,8 @@ POLL_MS = 40
 """How often (ms) Python checks for the page's report; the wait runs in the Playwright driver."""
 MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
 _CRASH = "page crashed"
+MEMORY_CAP = "memory cap"
+"""Prefix of the ``js_errors`` entry (and ``refused`` entry) of a page killed for its memory."""
 
 
 _local = threading.local()
@@ -105,6 +110,11 @@ class Renderer:
             (``brushrl.render.harness.find_js_dir``).
         actor_id: written into every ``RenderResult.actor_id``.
         extra_args: more Chromium flags (benchmarks).
+        memory_cap_mb: RSS cap of the page's renderer process (MiB; None: no cap). Above it the
+            process is killed and the render is a sketch ``error`` whose first ``js_errors`` entry
+            starts with ``MEMORY_CAP``; the browser lives on. V8's old space is limited to half of
+            it with ``--js-flags=--max-old-space-size`` (an ArrayBuffer is not V8 heap, hence the
+            RSS watch). Checked every ``POLL_MS``.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -118,9 +128,15 @@ class Renderer:
         js_dir: str | Path | None = None,
         actor_id: str = "local",
         extra_args: tuple[str, ...] = (),
+        memory_cap_mb: int | None = 2048,
     ):
         self._assets = load_assets(Path(js_dir) if js_dir else None)
-        self._args = [*BASE_ARGS, *GL_ARGS[gl_backend], *extra_args]
+        self._marker = new_marker()
+        heap = (f"--js-flags=--max-old-space-size={memory_cap_mb // 2}",) if memory_cap_mb else ()
+        self._args = [*BASE_ARGS, *GL_ARGS[gl_backend], *heap, self._marker, *extra_args]
+        self.memory_cap_mb = memory_cap_mb
+        self.procs: ChromiumProcesses | None = None
+        """The browser's processes (None if they could not be found: no CPU/memory figures, no cap)."""
         self._chromium = chromium_path
         self.actor_id = actor_id
         self._pw = _acquire_playwright()
@@ -134,12 +150,22 @@ class Renderer:
     @classmethod
     def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
         """A renderer for a ``brushrl.config.RenderConfig``."""
-        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id)
+        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb)
+
+    @property
+    def browser_version(self) -> str:
+        """Chromium's version string, e.g. ``156.0.8078.108``."""
+        return self._browser.version
 
     def _launch(self) -> None:
         self._browser = self._pw.chromium.launch(
             executable_path=self._chromium, headless=True, args=self._args
         )
+        self.procs = ChromiumProcesses.find(self._marker)
+
+    def usage(self) -> Usage:
+        """CPU and memory of the browser's processes now (zeros if they are unknown)."""
+        return self.procs.usage() if self.procs else Usage(renderer_rss_mb={})
 
     def _relaunch(self) -> None:
         try:
@@ -183,15 +209,20 @@ class Renderer:
             captured ``size`` x ``size`` RGBA PNG when status is ``ok``.
         """
         start = time.monotonic()
-        used = 0
+        used, cpu_s, peak = 0, 0.0, 0.0
+
+        def attempt() -> RenderResult:
+            nonlocal used, cpu_s, peak
+            r = self._attempt(code, seed, size, deadline_s)
+            used, cpu_s, peak = used + 1, cpu_s + r.cpu_s, max(peak, r.peak_rss_mb)
+            return r
+
         for _ in range(max(1, attempts)):
-            result = self._attempt(code, seed, size, deadline_s)
-            used += 1
+            result = attempt()
             if result.status == "infra":
                 crashed = result.detail.startswith(_CRASH)
                 self._safe_relaunch(result)
-                result = self._attempt(code, seed, size, deadline_s)
-                used += 1
+                result = attempt()
                 if result.status == "infra" and crashed and result.detail.startswith(_CRASH):
                     result.status = "error"
                     result.js_errors.append("the page's renderer process crashed twice")
@@ -199,7 +230,7 @@ class Renderer:
                     self._safe_relaunch(result)
             if result.status != "timeout":
                 break
-        result.attempts = used
+        result.attempts, result.cpu_s, result.peak_rss_mb = used, cpu_s, peak
         result.wall_s = time.monotonic() - start
         result.actor_id = self.actor_id
         return result
@@ -223,6 +254,44 @@ class Renderer:
         refused: list[str] = []
         console: list[str] = []
         crashed: list[bool] = []
+        killed: list[str] = []  # why the page's renderer process was killed (memory cap)
+        u0 = self.usage()
+        peak = [u0.rss_mb]
+
+        def refuse(what: str) -> None:
+            if len(refused) < MAX_REFUSED:
+                refused.append(what[:MAX_CHARS])
+
+        def watch() -> None:
+            """Sample the browser's processes: peak memory, and kill a page over the cap."""
+            u = self.usage()
+            peak[0] = max(peak[0], u.rss_mb)
+            for pid, rss in (u.renderer_rss_mb or {}).items():
+                if self.memory_cap_mb and rss > self.memory_cap_mb and not killed:
+                    killed.append(f"{MEMORY_CAP}: the page's renderer process used {rss:.0f} MiB "
+                                  f"> {self.memory_cap_mb} MiB and was killed")
+                    refuse(f"memory {rss:.0f} MiB > cap {self.memory_cap_mb} MiB")
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+
+        def on_dialog(dialog) -> None:
+            refuse(f"dialog {dialog.type}: {dialog.message}")
+            try:
+                dialog.dismiss()
+            except PlaywrightError:
+                pass
+
+        def on_popup(popup) -> None:
+            refuse(f"popup {popup.url}")
+            try:
+                popup.close()
+            except PlaywrightError:
+                pass
+
+        def on_download(download) -> None:
+            refuse(f"download {download.url}")
         events: list[dict] = []  # the page's reports: {"phase": "sketch"}, then {"phase": "done", ...}
 
         def route(r) -> None:
@@ -233,14 +302,13 @@ class Renderer:
             elif path in self._assets:
                 r.fulfill(body=self._assets[path], headers={**headers, "Content-Type": "text/javascript"})
             else:
-                if len(refused) < MAX_REFUSED:
-                    refused.append(f"route {r.request.method} {url}"[:MAX_CHARS])
+                refuse(f"route {r.request.method} {url}")
                 r.abort("blockedbyclient")
 
         def on_console(msg) -> None:
             # Chromium reports every CSP block (fetch, image, eval, ...) as a console error.
-            if "Content Security Policy" in msg.text and len(refused) < MAX_REFUSED:
-                refused.append(f"csp {msg.text}"[:MAX_CHARS])
+            if "Content Security Policy" in msg.text:
+                refuse(f"csp {msg.text}")
             if len(console) < MAX_CONSOLE and "GL Driver Message" not in msg.text:  # ANGLE perf notes
                 console.append(f"{msg.type}: {msg.text}"[:MAX_CHARS])
 
@@ -252,26 +320,36 @@ class Renderer:
             if self._browser is None or not self._browser.is_connected():
                 return RenderResult("infra", detail="browser is not connected")
             context = self._browser.new_context(
-                viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block"
+                viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block",
+                accept_downloads=False,
             )
             context.route("**/*", route)
             context.expose_binding(binding, lambda _source, event: events.append(event))
             page = context.new_page()
+            context.on("page", on_popup)  # registered after our own page: every later page is a popup
             page.on("console", on_console)
             page.on("crash", lambda _: crashed.append(True))
+            page.on("dialog", on_dialog)
+            page.on("download", on_download)
             page.goto(ORIGIN + "/", wait_until="commit", timeout=left_ms())
             # Wait in the driver, not in the page: the binding callback runs during these waits.
             while not done() and not crashed and time.monotonic() - start < deadline_s:
                 page.wait_for_timeout(min(POLL_MS, left_ms()))
-            if crashed and not done():
+                watch()
+            if crashed and not done() and not killed:
                 raise PlaywrightError("the page's renderer process crashed")
         except PlaywrightTimeoutError:  # the document did not even commit before the deadline
             pass
         except PlaywrightError as exc:
-            what = _CRASH if crashed else "playwright error"
-            return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
+            if not killed:
+                what = _CRASH if crashed else "playwright error"
+                return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
         finally:
             self._dispose(context)
+        u1 = self.usage()
+        meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb)}
+        if killed:
+            return RenderResult("error", js_errors=killed, console=console, refused=refused, **meter)
 
         state = done()
         if state is None:
@@ -282,8 +360,10 @@ class Renderer:
                 + ("" if started else " and the page never reached the sketch (machine overloaded?)"),
                 console=console,
                 refused=refused,
+                **meter,
             )
-        common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"])}
+        common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"]),
+                  "brush_calls": dict(state.get("calls") or {}), **meter}
         if state["errors"]:
             return RenderResult("error", js_errors=list(state["errors"]), **common)
         if not state["png"]:
