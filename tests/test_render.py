@@ -378,3 +378,27 @@ def test_pool_retries_a_job_whose_actor_died(pool):
     after = pool.ping()  # Ray restarted the killed actor
     assert after[0]["actor_id"] == victim["actor_id"] and after[0]["pid"] != victim["pid"]
     assert _gone_within(browsers, 10) == []  # its Chromium went with it
+
+
+def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
+    # Not a timed test: it checks that the benchmark measures what it claims, on real renders.
+    from brushrl.render.benchmark import print_report, run_benchmark
+
+    seen: list[tuple[int, int]] = []
+    report = run_benchmark(RenderConfig(num_cpus=0.5, deadline_s=60, attempts=1), [1, 2], sketches=2, repeats=2,
+                           on_render=lambda d, t: seen.append((d, t)))
+    assert report["sketches"] == ["corpus/peach_hibiscus", "skeleton"]
+    assert seen[-1] == (8, 8)
+    for n in ("1", "2"):
+        s = report["pools"][n]
+        assert s["ok"] == s["renders"] == 4
+        assert 0 < s["draw_p50_s"] <= s["wall_p50_s"] <= s["wall_p95_s"]
+        assert 0 < s["overhead_share"] < 1
+        assert s["cpu_s_mean"] > 0.1  # Chromium's processes did the drawing
+        assert s["peak_rss_mb_per_actor"] > 50 and s["renders_per_min"] > 0
+    assert report["pools"]["2"]["actors_seen"] == 2
+    det = report["determinism"]
+    assert det["all"]["renders"] == 8 and det["skeleton"]["renders"] == 4
+    assert det["all"]["diff_pixels"] < 0.005 and det["all"]["reward_delta"] < 0.01  # llvmpipe: exact
+    print_report(report)
+    json.dumps(report)  # serialisable as written by the CLI

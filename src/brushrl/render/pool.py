@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ray
@@ -88,8 +89,12 @@ class RenderPool:
         """
         return ray.get([a.ping.remote() for a in self.actors], timeout=timeout_s)
 
-    def render_many(self, jobs: list[tuple[str, int]]) -> list[RenderResult]:
+    def render_many(
+        self, jobs: list[tuple[str, int]], on_result: Callable[[int, RenderResult], None] | None = None
+    ) -> list[RenderResult]:
         """Render ``(code, seed)`` jobs across the actors; results are in job order.
+
+        ``on_result(job_index, result)``, if given, is called as each job finishes (progress).
 
         Never raises for a failed job: a job whose actor died (``RayActorError``,
         ``ActorDiedError``, ``ActorUnavailableError``) or whose call raised is retried once, on a
@@ -111,10 +116,12 @@ class RenderPool:
                 job.avoid, job.last_error = slot, f"{type(exc).__name__}: {exc}"[:500]
                 if job.tries < 2:
                     pending.appendleft(job)
-                else:
-                    results[job.index] = RenderResult(
-                        "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
-                    )
+                    continue
+                results[job.index] = RenderResult(
+                    "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
+                )
+            if on_result is not None:
+                on_result(job.index, results[job.index])
         return results  # type: ignore[return-value]
 
     def _dispatch(self, pending: deque, idle: deque, inflight: dict) -> None:
