@@ -402,3 +402,46 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
     assert det["all"]["diff_pixels"] < 0.005 and det["all"]["reward_delta"] < 0.01  # llvmpipe: exact
     print_report(report)
     json.dumps(report)  # serialisable as written by the CLI
+
+
+# ---------------------------------------------------------------------------------------- cache
+
+
+def test_render_cache_keeps_ok_and_error_in_an_lru_with_a_disk_tier(tmp_path):
+    from brushrl.render.cache import RenderCache, render_key
+    from brushrl.types import RenderResult
+
+    env = "p5+brush:abc chromium:1 gl:llvmpipe"
+    key = [render_key(f"code{i}", 1, SIZE, env) for i in range(4)]
+    assert len({*key, render_key("code0", 2, SIZE, env), render_key("code0", 1, 512, env),
+                render_key("code0", 1, SIZE, env.replace("gl:llvmpipe", "gl:swiftshader"))}) == 7
+    png = _png(np.full((8, 8, 3), 200, np.uint8))
+    cache = RenderCache(max_entries=2, disk_dir=tmp_path / "c")
+    assert cache.put(key[0], RenderResult("ok", png=png, wall_s=3.0, cpu_s=2.0, paint_fraction=0.5, brush_calls={"fill": 2}))
+    assert cache.put(key[1], RenderResult("error", js_errors=["boom"], wall_s=1.0))
+    assert not cache.put(key[2], RenderResult("timeout", wall_s=30.0))  # may be the machine's load
+    assert not cache.put(key[3], RenderResult("infra"))  # never the sketch's
+    assert cache.get(key[2]) is None and cache.get(key[3]) is None
+    hit = cache.get(key[0])
+    assert hit.cache_hit and hit.png == png and hit.wall_s == 0.0 and hit.cpu_s == 0.0 and hit.attempts == 0
+    assert hit.paint_fraction == 0.5 and hit.brush_calls == {"fill": 2}
+    assert cache.get(key[1]).js_errors == ["boom"]
+    assert cache.stats() == {"hits": 2, "misses": 2, "hit_rate": 0.5, "entries": 2}
+    # A fresh cache on the same folder (a restart) finds both on disk; memory holds at most 2.
+    again = RenderCache(max_entries=1, disk_dir=tmp_path / "c")
+    assert again.get(key[0]).png == png and again.get(key[1]).status == "error"
+    assert again.stats()["entries"] == 1
+    assert RenderCache(max_entries=4).get(key[0]) is None  # memory only: nothing shared
+
+
+def test_pool_cache_renders_identical_jobs_once(pool):
+    code = background_sketch("#123456")
+    before = dict(pool.cache.stats())
+    first = pool.render_many([(code, 5), (code, 5), (code, 6)])
+    assert [r.cache_hit for r in first] == [False, True, False]
+    assert first[1].png == first[0].png and first[1].wall_s == 0.0 and first[0].wall_s > 0
+    second = pool.render_many([(code, 5), (code, 6)])
+    assert all(r.cache_hit for r in second) and second[1].png == first[2].png
+    after = pool.cache.stats()
+    assert after["hits"] - before["hits"] == 3 and after["misses"] - before["misses"] == 2
+    assert "p5+brush:" in pool.ping()[0]["env"] and "gl:llvmpipe" in pool.ping()[0]["env"]

@@ -138,6 +138,7 @@ class Renderer:
         self.procs: ChromiumProcesses | None = None
         """The browser's processes (None if they could not be found: no CPU/memory figures, no cap)."""
         self._chromium = chromium_path
+        self.gl_backend = gl_backend
         self.actor_id = actor_id
         self._pw = _acquire_playwright()
         self._browser = None
@@ -156,6 +157,14 @@ class Renderer:
     def browser_version(self) -> str:
         """Chromium's version string, e.g. ``156.0.8078.108``."""
         return self._browser.version
+
+    @property
+    def env(self) -> str:
+        """What besides code, seed and size decides the painting: ``p5+brush:<digest>
+        chromium:<version> gl:<backend>`` (the render cache's key part, ``brushrl.render.cache``)."""
+        from brushrl.render.cache import library_digest
+
+        return f"p5+brush:{library_digest(self._assets)} chromium:{self.browser_version} gl:{self.gl_backend}"
 
     def _launch(self) -> None:
         self._browser = self._pw.chromium.launch(

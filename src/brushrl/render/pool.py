@@ -19,6 +19,7 @@ import ray
 
 from brushrl.config import RenderConfig
 from brushrl.render.browser import Renderer
+from brushrl.render.cache import RenderCache, as_hit, render_key
 from brushrl.types import RenderResult
 
 
@@ -39,8 +40,8 @@ class RendererWorker:
         return self._renderer.render(code, seed, c.canvas_size, c.deadline_s, c.attempts)
 
     def ping(self) -> dict:
-        """Liveness check: ``{"actor_id": str, "pid": int}``."""
-        return {"actor_id": self._renderer.actor_id, "pid": os.getpid()}
+        """Liveness check: ``{"actor_id": str, "pid": int, "env": Renderer.env}``."""
+        return {"actor_id": self._renderer.actor_id, "pid": os.getpid(), "env": self._renderer.env}
 
     def close(self) -> None:
         """Shut the browser down (before the actor is killed)."""
@@ -75,11 +76,17 @@ class RenderPool:
 
     The actors start (and launch Chromium) in the background; the first ``render_many`` waits for
     them. Call ``shutdown()`` when done.
+
+    Render cache (``brushrl.render.cache``): with ``cfg.cache_entries > 0`` or ``cfg.cache_dir``,
+    ``render_many`` answers jobs seen before from ``self.cache`` and renders a job repeated within
+    one batch once; ``self.cache.stats()`` has the hit rate, and each result says ``cache_hit``.
     """
 
     def __init__(self, cfg: RenderConfig):
         self.cfg = cfg
         self.actors = [create_renderer_actor(cfg) for _ in range(cfg.num_actors)]
+        self.cache = RenderCache(cfg.cache_entries, cfg.cache_dir) if cfg.cache_entries or cfg.cache_dir else None
+        self._env: str | None = None
 
     def ping(self, timeout_s: float = 120.0) -> list[dict]:
         """``RendererWorker.ping`` of every actor (waits for them to start).
@@ -101,7 +108,9 @@ class RenderPool:
         different actor when there is one, and otherwise comes back with ``status="infra"``.
         """
         results: list[RenderResult | None] = [None] * len(jobs)
-        pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs))
+        keys, first_of = self._lookup(jobs, results, on_result)
+        pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs) if results[i] is None
+                        and first_of.get(keys[i], i) == i)
         idle = deque(range(len(self.actors)))
         inflight: dict = {}  # ObjectRef -> (job, actor slot)
         while pending or inflight:
@@ -122,7 +131,42 @@ class RenderPool:
                 )
             if on_result is not None:
                 on_result(job.index, results[job.index])
+        if self.cache is not None:
+            self._fill_repeats(keys, first_of, results, on_result)
         return results  # type: ignore[return-value]
+
+    def _lookup(self, jobs, results, on_result) -> tuple[list[str | None], dict[str, int]]:
+        """Fill ``results`` from the cache; returns each job's key (None without a cache) and, per
+        key, the first job index that has to be rendered."""
+        if self.cache is None:
+            return [None] * len(jobs), {}
+        if self._env is None:  # same libraries + browser + backend on every actor (one image)
+            self._env = " | ".join(sorted({p["env"] for p in self.ping()}))
+        keys = [render_key(code, seed, self.cfg.canvas_size, self._env) for code, seed in jobs]
+        first_of: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            if key in first_of:
+                continue  # a repeat within the batch: answered from its first job
+            hit = self.cache.get(key)
+            if hit is None:
+                first_of[key] = i
+            else:
+                results[i] = hit
+                if on_result is not None:
+                    on_result(i, hit)
+        return keys, first_of
+
+    def _fill_repeats(self, keys, first_of, results, on_result) -> None:
+        """Store the rendered results and answer the batch's repeated jobs from their first job
+        (as hits, whatever its status: the same sketch was just rendered)."""
+        for key, i in first_of.items():
+            self.cache.put(key, results[i])
+        for i, key in enumerate(keys):
+            if results[i] is None:
+                results[i] = as_hit(results[first_of[key]])
+                self.cache.hits += 1
+                if on_result is not None:
+                    on_result(i, results[i])
 
     def _dispatch(self, pending: deque, idle: deque, inflight: dict) -> None:
         """Give idle actors pending jobs, one each; a retried job avoids the actor that failed it
