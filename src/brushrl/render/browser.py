@@ -42,6 +42,7 @@ from playwright.sync_api import sync_playwright
 from brushrl.config import RenderConfig
 from brushrl.render.harness import ORIGIN, csp, load_assets, page_html
 from brushrl.render.paint import paint_fraction
+from brushrl.render.netns import network_launcher
 from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
 from brushrl.types import RenderResult
 
@@ -115,6 +116,8 @@ class Renderer:
             starts with ``MEMORY_CAP``; the browser lives on. V8's old space is limited to half of
             it with ``--js-flags=--max-old-space-size`` (an ArrayBuffer is not V8 heap, hence the
             RSS watch). Checked every ``POLL_MS``.
+        network_isolation: ``"auto"`` / ``"netns"`` / ``"none"``: run Chromium in an empty network
+            namespace (``brushrl.render.netns``); ``self.netns`` says whether it is.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -129,6 +132,7 @@ class Renderer:
         actor_id: str = "local",
         extra_args: tuple[str, ...] = (),
         memory_cap_mb: int | None = 2048,
+        network_isolation: str = "auto",
     ):
         self._assets = load_assets(Path(js_dir) if js_dir else None)
         self._marker = new_marker()
@@ -137,7 +141,7 @@ class Renderer:
         self.memory_cap_mb = memory_cap_mb
         self.procs: ChromiumProcesses | None = None
         """The browser's processes (None if they could not be found: no CPU/memory figures, no cap)."""
-        self._chromium = chromium_path
+        self._chromium, self.netns = network_launcher(chromium_path, network_isolation)
         self.gl_backend = gl_backend
         self.actor_id = actor_id
         self._pw = _acquire_playwright()
@@ -151,7 +155,8 @@ class Renderer:
     @classmethod
     def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
         """A renderer for a ``brushrl.config.RenderConfig``."""
-        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb)
+        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb,
+                   network_isolation=cfg.network_isolation)
 
     @property
     def browser_version(self) -> str:
@@ -301,6 +306,13 @@ class Renderer:
 
         def on_download(download) -> None:
             refuse(f"download {download.url}")
+
+        left: list[str] = []  # the main frame navigated away from the harness (it is gone)
+
+        def on_navigated(frame) -> None:
+            if frame.parent_frame is None and frame.url != ORIGIN + "/" and not left:
+                left.append(frame.url)
+                refuse(f"navigation {frame.url}")
         events: list[dict] = []  # the page's reports: {"phase": "sketch"}, then {"phase": "done", ...}
 
         def route(r) -> None:
@@ -340,9 +352,10 @@ class Renderer:
             page.on("crash", lambda _: crashed.append(True))
             page.on("dialog", on_dialog)
             page.on("download", on_download)
+            page.on("framenavigated", on_navigated)
             page.goto(ORIGIN + "/", wait_until="commit", timeout=left_ms())
             # Wait in the driver, not in the page: the binding callback runs during these waits.
-            while not done() and not crashed and time.monotonic() - start < deadline_s:
+            while not done() and not crashed and not left and time.monotonic() - start < deadline_s:
                 page.wait_for_timeout(min(POLL_MS, left_ms()))
                 watch()
             if crashed and not done() and not killed:
@@ -359,6 +372,9 @@ class Renderer:
         meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb)}
         if killed:
             return RenderResult("error", js_errors=killed, console=console, refused=refused, **meter)
+        if left and not done():
+            return RenderResult("error", js_errors=[f"the sketch navigated the page away (to {left[0]})"[:MAX_CHARS]],
+                                console=console, refused=refused, **meter)
 
         state = done()
         if state is None:

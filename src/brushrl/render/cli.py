@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # Playwright is imported only when the command runs.
     from brushrl.render.browser import Renderer
 
-    with Renderer(rc.chromium_path, args.gl or rc.gl_backend) as renderer:
+    with Renderer.from_config(rc.model_copy(update={"gl_backend": args.gl or rc.gl_backend})) as renderer:
         result = renderer.render(
             code, args.seed, args.size or rc.canvas_size, args.deadline or rc.deadline_s, rc.attempts
         )
