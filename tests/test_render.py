@@ -545,3 +545,4 @@ def test_brush_calls_are_counted_in_the_page(renderer):
     assert res.brush_calls["fill"] == 19 and res.brush_calls["vertex"] == 72 and res.brush_calls["circle"] == 1
     assert res.brush_calls["fillBleed"] == 15 and "Polygon" not in res.brush_calls
     assert res.cpu_s > 0.1 and res.peak_rss_mb > 50
+

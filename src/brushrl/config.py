@@ -138,6 +138,9 @@ class RenderConfig(_Section):
     """Renderer actors, each holding one headless Chromium."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs each renderer actor reserves."""
+    pages_per_actor: int = Field(1, ge=1, le=16)
+    """Renders one actor runs at once (Ray ``max_concurrency``); each concurrent page gets its own
+    Chromium in its own actor thread (Playwright's sync API is per thread)."""
     canvas_size: int = Field(600, ge=64, le=4096)
     """Square canvas side in pixels; a sketch must ask for exactly this size."""
     deadline_s: float = Field(30.0, gt=0)

@@ -1,7 +1,8 @@
-"""A pool of Ray actors, each owning one headless Chromium (``Renderer``).
+"""A pool of Ray actors, each owning ``pages_per_actor`` headless Chromiums (``Renderer``).
 
-``RenderPool.render_many`` hands each idle actor one job at a time (so no actor holds two jobs
-while another is idle) and returns results in job order. A job whose actor died mid-render (or whose
+``RenderPool.render_many`` hands each free page of an actor one job at a time (so no actor holds
+more jobs than pages, and every actor gets a job before any gets a second) and returns results in
+job order. A job whose actor died mid-render (or whose
 call raised) is retried once, on another actor when the pool has one; Ray restarts the dead actor
 (``max_restarts``). A job that fails twice becomes ``RenderResult(status="infra")``, which the
 reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
@@ -11,6 +12,7 @@ job elsewhere when its actor dies.
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,28 +26,51 @@ from brushrl.types import RenderResult
 
 
 class RendererWorker:
-    """Body of the renderer actor: one ``Renderer`` configured by a ``RenderConfig``.
+    """Body of the renderer actor: ``Renderer``s configured by a ``RenderConfig``.
 
-    Use ``RendererActor`` / ``create_renderer_actor`` to run it as a Ray actor.
+    With ``cfg.pages_per_actor = k`` the actor runs up to k renders at once (Ray
+    ``max_concurrency=k``): Playwright's sync API binds a browser to the thread that launched it,
+    so each of the actor's threads lazily gets its own ``Renderer`` (own Playwright driver and
+    Chromium). The one for the constructing thread is launched at once, so a Chromium that cannot
+    start fails the actor's creation. Use ``RendererActor`` / ``create_renderer_actor``.
     """
 
     def __init__(self, cfg: RenderConfig):
         self._cfg = cfg
         actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
-        self._renderer = Renderer.from_config(cfg, actor_id=actor_id or f"pid-{os.getpid()}")
+        self._actor_id = actor_id or f"pid-{os.getpid()}"
+        self._local = threading.local()
+        self._renderers: list[tuple[int, Renderer]] = []  # (thread id, renderer)
+        self._lock = threading.Lock()
+        self._renderer()
+
+    def _renderer(self) -> Renderer:
+        """The calling thread's renderer (launched on first use)."""
+        r = getattr(self._local, "renderer", None)
+        if r is None:
+            r = self._local.renderer = Renderer.from_config(self._cfg, actor_id=self._actor_id)
+            with self._lock:
+                self._renderers.append((threading.get_ident(), r))
+        return r
 
     def render(self, code: str, seed: int) -> RenderResult:
         """Render ``code`` with the configured canvas size, deadline and attempts."""
         c = self._cfg
-        return self._renderer.render(code, seed, c.canvas_size, c.deadline_s, c.attempts)
+        return self._renderer().render(code, seed, c.canvas_size, c.deadline_s, c.attempts)
 
     def ping(self) -> dict:
-        """Liveness check: ``{"actor_id": str, "pid": int, "env": Renderer.env}``."""
-        return {"actor_id": self._renderer.actor_id, "pid": os.getpid(), "env": self._renderer.env}
+        """Liveness check: ``{"actor_id": str, "pid": int, "env": Renderer.env, "browsers": int}``."""
+        r = self._renderer()
+        return {"actor_id": r.actor_id, "pid": os.getpid(), "env": r.env, "browsers": len(self._renderers)}
 
     def close(self) -> None:
-        """Shut the browser down (before the actor is killed)."""
-        self._renderer.close()
+        """Shut down the browsers this thread owns (before the actor is killed); browsers of other
+        threads cannot be driven from here and end with the actor process (their Playwright driver
+        exits when its pipe to the actor closes)."""
+        me = threading.get_ident()
+        for tid, r in self._renderers:
+            if tid == me:
+                r.close()
 
 
 #: The Ray actor class. Resources and restarts come from the config: see ``create_renderer_actor``.
@@ -53,9 +78,16 @@ RendererActor = ray.remote(RendererWorker)
 
 
 def create_renderer_actor(cfg: RenderConfig):
-    """Start one renderer actor with ``num_cpus=cfg.num_cpus`` and ``max_restarts=cfg.max_restarts``
-    (requires ``ray.init``). Returns its ``ActorHandle``."""
-    return RendererActor.options(num_cpus=cfg.num_cpus, max_restarts=cfg.max_restarts).remote(cfg)
+    """Start one renderer actor (requires ``ray.init``) with ``num_cpus=cfg.num_cpus``, the custom
+    resources ``cfg.resources`` (e.g. ``{"renderer": 1}``: it then waits for a node that offers
+    them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
+    Returns its ``ActorHandle``."""
+    return RendererActor.options(
+        num_cpus=cfg.num_cpus,
+        resources=dict(cfg.resources) or None,
+        max_concurrency=cfg.pages_per_actor,
+        max_restarts=cfg.max_restarts,
+    ).remote(cfg)
 
 
 @dataclass
@@ -111,7 +143,8 @@ class RenderPool:
         keys, first_of = self._lookup(jobs, results, on_result)
         pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs) if results[i] is None
                         and first_of.get(keys[i], i) == i)
-        idle = deque(range(len(self.actors)))
+        # one entry per free page, interleaved so that every actor gets a job before any gets two
+        idle = deque(s for _ in range(self.cfg.pages_per_actor) for s in range(len(self.actors)))
         inflight: dict = {}  # ObjectRef -> (job, actor slot)
         while pending or inflight:
             self._dispatch(pending, idle, inflight)
