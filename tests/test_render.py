@@ -328,6 +328,7 @@ def test_cli_renders_and_prints_one_json_object(tmp_path):
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["verdict"] == "pass" and record["png"] == str(out) and record["paint_fraction"] > 0.02
+    assert record["brush_calls"]["vertex"] == 4 and record["cpu_s"] > 0 and record["actor_id"] == "local"
     assert Image.open(out).size == (SIZE, SIZE)
     sketch.write_text("function setup() { createCanvas(600, 600, WEBGL); nope(); }")
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
