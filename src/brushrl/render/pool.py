@@ -164,7 +164,7 @@ class RenderPool:
                 )
             if on_result is not None:
                 on_result(job.index, results[job.index])
-        if self.cache is not None:
+        if first_of:
             self._fill_repeats(keys, first_of, results, on_result)
         return results  # type: ignore[return-value]
 
@@ -174,7 +174,10 @@ class RenderPool:
         if self.cache is None:
             return [None] * len(jobs), {}
         if self._env is None:  # same libraries + browser + backend on every actor (one image)
-            self._env = " | ".join(sorted({p["env"] for p in self.ping()}))
+            try:
+                self._env = " | ".join(sorted({p["env"] for p in self.ping()}))
+            except Exception:  # noqa: BLE001 - an actor down: render this batch without the cache
+                return [None] * len(jobs), {}
         keys = [render_key(code, seed, self.cfg.canvas_size, self._env) for code, seed in jobs]
         first_of: dict[str, int] = {}
         for i, key in enumerate(keys):
