@@ -4,16 +4,21 @@ A ``Renderer`` owns one browser (Playwright sync API, Debian's ``/usr/bin/chromi
 each sketch in a fresh browser context + page, i.e. a fresh JS realm with no storage shared with
 the previous sketch. The page is the harness of ``brushrl.render.harness``; the network is closed
 by ``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
-(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``) and deleted WebRTC
-constructors.
+(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``), deleted WebRTC
+constructors and, where the machine allows, an empty network namespace around Chromium
+(``brushrl.render.netns``). Dialogs are dismissed, popups closed, downloads refused, and every
+refusal is listed in ``RenderResult.refused``. While it waits, the renderer samples the browser's
+processes (``brushrl.render.procs``): CPU core-seconds and peak memory go into the result, and a
+page whose renderer process passes the memory cap is killed.
 
 Outcome classification (``RenderResult.status``):
 
 * ``ok``: the sketch finished (setup returned and, if it has ``draw``, one frame completed) and
   the canvas was captured with ``toDataURL`` inside the page.
 * ``error``: an uncaught exception or unhandled rejection in the page (a sketch fault; it is not
-  retried, rendering is deterministic), or the page's renderer process crashed twice, the second
-  time in a freshly launched browser (e.g. the sketch exhausted memory).
+  retried, rendering is deterministic), the page passed the memory cap and was killed, the sketch
+  navigated the page away, or the page's renderer process crashed twice, the second time in a
+  freshly launched browser (e.g. the sketch exhausted V8's heap).
 * ``timeout``: the sketch started but no finished canvas came within ``deadline_s``, on every
   attempt (infinite loop, an await that never resolves). The runaway page is closed with its
   context; Python never evaluates in the page, so a busy page cannot block it (a Playwright
