@@ -386,7 +386,7 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
     from brushrl.render.benchmark import print_report, run_benchmark
 
     seen: list[tuple[int, int]] = []
-    report = run_benchmark(RenderConfig(num_cpus=0.5, deadline_s=60, attempts=1), [1, 2], sketches=2, repeats=2,
+    report = run_benchmark(RenderConfig(num_cpus=0.5, deadline_s=240, attempts=1), [1, 2], sketches=2, repeats=2,
                            on_render=lambda d, t: seen.append((d, t)))
     assert report["sketches"] == ["corpus/peach_hibiscus", "skeleton"]
     assert seen[-1] == (8, 8)
@@ -483,7 +483,7 @@ HOSTILE = {
     "send_beacon": ("navigator.sendBeacon('http://{u}/beacon', 'secret')", "http://{u}/beacon", "ok"),
     "blob_worker": ("new Worker(URL.createObjectURL(new Blob(['fetch(\"http://{u}/w\")'])))", "worker-src", "ok"),
     "shared_worker": ("try {{ new SharedWorker('/sw.js') }} catch (e) {{}}", "worker-src", "ok"),
-    "popup": ("window.open('http://{u}/popup')", "popup ", "ok"),
+    "popup": ("window.open('http://{u}/popup')", "{u}/popup", "ok"),  # route and/or popup entry
     "dialogs": ("alert('a'); confirm('b'); prompt('c')", "dialog prompt: c", "ok"),
     "download": ("const a = document.createElement('a'); a.href = 'data:text/plain,x'; a.download = 'x.txt'; "
                  "document.body.appendChild(a); a.click()", "download data:text/plain,x", "ok"),
@@ -502,7 +502,7 @@ def test_hostile_sketch_is_refused_recorded_and_nothing_gets_out(renderer, liste
     code = ("async function setup() { createCanvas(600, 600, WEBGL); " + body.format(u=addr) +
             "; await new Promise((r) => setTimeout(r, 800)); noLoop(); }\nfunction draw() { background(200); }")
     hits.clear()
-    res = renderer.render(code, 0, SIZE, 20, 1)
+    res = renderer.render(code, 0, SIZE, 90, 1)
     time.sleep(0.3)
     assert res.status == status, (res.status, res.js_errors, res.detail)
     assert any(expect.format(u=addr) in r for r in res.refused), res.refused
