@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "brushrl.render.cli",  # render
     "brushrl.gate.cli",  # gate
     "brushrl.pool.cli",  # pool
+    "brushrl.bench_cli",  # bench render
 )
 
 

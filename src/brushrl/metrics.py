@@ -8,6 +8,7 @@ name                                   kind       meaning
 brushrl_renders_total                  counter    renders finished; tag ``status`` (ok/error/timeout/infra)
 brushrl_renders_per_second             gauge      renders per wall second over the last step
 brushrl_render_seconds                 gauge      mean render wall seconds over the last step
+brushrl_render_cache_hit_rate          gauge      share of the last step's renders answered by the render cache
 brushrl_gate_verdicts_total            counter    gate verdicts; tag ``verdict`` (pass or a reason code)
 brushrl_gate_pass_rate                 gauge      share of the last step's completions that passed the gate
 brushrl_reward_mean                    gauge      mean of a reward component over the last step; tag ``component`` (``total`` too)
@@ -30,6 +31,7 @@ class PipelineMetrics:
         self.renders = rm.Counter("brushrl_renders_total", "Renders finished", tag_keys=("status",))
         self.renders_per_s = rm.Gauge("brushrl_renders_per_second", "Renders per wall second, last step")
         self.render_s = rm.Gauge("brushrl_render_seconds", "Mean render wall seconds, last step")
+        self.render_cache = rm.Gauge("brushrl_render_cache_hit_rate", "Render cache hit rate, last step")
         self.gate = rm.Counter("brushrl_gate_verdicts_total", "Gate verdicts", tag_keys=("verdict",))
         self.gate_pass = rm.Gauge("brushrl_gate_pass_rate", "Gate pass rate, last step")
         self.reward = rm.Gauge("brushrl_reward_mean", "Mean reward component, last step", tag_keys=("component",))
@@ -57,6 +59,7 @@ class PipelineMetrics:
                     counter.inc(n, tags={tag: value})
         self.renders_per_s.set(record.get("render/per_s", 0.0))
         self.render_s.set(record.get("render/mean_s", 0.0))
+        self.render_cache.set(record.get("render/cache_hit_rate", 0.0))
         self.gate_pass.set(record.get("gate/pass_rate", 0.0))
         for key, value in record.items():
             if key.startswith("reward/") and value is not None:

@@ -64,6 +64,14 @@ def sample_row(sample: Sample, index: int, group_status: str) -> dict:
         "draw_s": render.draw_s if render else None,
         "score_s": sample.score_s,
         "paint_fraction": render.paint_fraction if render else None,
+        # per-render telemetry (brushrl.types.RenderResult); lists / dicts as JSON text
+        "render_cpu_s": render.cpu_s if render else None,
+        "render_cache_hit": render.cache_hit if render else None,
+        "render_actor_id": render.actor_id if render else None,
+        "brush_calls": json.dumps(render.brush_calls) if render else None,
+        "render_refused": json.dumps(render.refused) if render else None,
+        "render_js_errors": json.dumps(render.js_errors) if render else None,
+        "render_console": json.dumps(render.console) if render else None,
         "png": sample.png_path,
         "group_status": group_status,
     }

@@ -186,6 +186,7 @@ class Trainer:
             "render/per_s": len(render_times) / render_s if render_s else 0.0,
             "render/mean_s": sum(render_times) / len(render_times) if render_times else 0.0,
             "render/p50_s": _median(render_times),
+            "render/cache_hit_rate": _share([s.render.cache_hit for s in samples if s.render is not None]),
             "time/gen_s": gen_s,
             "time/render_s": render_s,
             "time/score_s": score_s,
@@ -214,6 +215,11 @@ class Trainer:
             )
         self._say(f"[brushrl] groups: {dict(self.group_counts)}")
         self._say(f"[brushrl] gallery: {self.run_dir.gallery}")
+
+
+def _share(flags: list[bool]) -> float:
+    """Share of true values (0.0 for none)."""
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def _median(xs: list[float]) -> float:
