@@ -204,15 +204,143 @@ class PoolScorerConfig(_Section):
     """Tiers used and their value: beating an equal-quality ``love`` reference is worth more."""
 
 
+#: The HF reproduction's pairwise question (``core/pairwise_judge.py``); ``{criteria}`` is filled in.
+JUDGE_PROMPT = (
+    "You are judging two generative watercolour paintings, image A first and image B second.\n"
+    "Which one is the better watercolour painting? {criteria}\n"
+    "Ignore what the paintings depict. Judge only how they are painted.\n"
+    "State the winner first, then a reason of at most twenty words."
+)
+#: The HF reproduction's hibiscus criteria.
+JUDGE_CRITERIA = (
+    "Prefer soft pigment bleeds, layered translucent washes that show through each other, varied edge "
+    "softness where edges dissolve rather than stop, and deliberate composition. Muddy opaque blobs, "
+    "uniform scribbles, hard flat edges and near-empty canvases are worse."
+)
+
+
+class JudgeConfig(_Section):
+    """The pairwise VLM judge (``brushrl.reward.judge``)."""
+
+    backend: Literal["openai", "transformers"] = "openai"
+    """``openai``: an OpenAI-compatible chat endpoint (vLLM, a hosted provider);
+    ``transformers``: an in-process VLM loaded from ``model``."""
+    base_url: str | None = None
+    """Endpoint root including ``/v1`` (e.g. ``http://judge:8000/v1``); required for ``openai``."""
+    model: str = "Qwen/Qwen3-VL-30B-A3B-Instruct"
+    """Model name sent to the endpoint, or the local path / hub id of the in-process VLM
+    (reproduction: Qwen3-VL-30B-A3B-Instruct, which matched the 72B on every pair it measured)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself); None: no key."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Per-request timeout, seconds (reproduction: 120)."""
+    attempts: int = Field(3, ge=1)
+    """Tries per request for timeouts, connection errors, 429 and 5xx (reproduction: 3)."""
+    backoff_s: float = Field(5.0, ge=0)
+    """Sleep before retry n is ``backoff_s * n`` seconds (reproduction: 5)."""
+    max_tokens: int = Field(220, ge=8)
+    """Answer token limit (reproduction: 220)."""
+    max_concurrency: int = Field(16, ge=1)
+    """Requests in flight (and pooled connections) per judge actor."""
+    prompt: str = JUDGE_PROMPT
+    """Question text; ``{criteria}`` is replaced by ``criteria``."""
+    criteria: str = JUDGE_CRITERIA
+    """What makes a better watercolour."""
+    tiers: list[str] = Field(default_factory=lambda: ["love", "good"])
+    """Pool tiers references are drawn from."""
+    refs_per_tier: int = Field(2, ge=1)
+    """References per tier per group (reproduction: 4 in all, half ``love`` half ``okay``)."""
+    image_side: int = Field(256, ge=28)
+    """Both images are resized to this square side, so resolution cannot decide (starter pool: 256)."""
+    batch_size: int = Field(4, ge=1)
+    """Pairs per forward pass of the in-process backend."""
+    device: str = "cpu"
+    """Device of the in-process backend (``cuda`` on GPU nodes)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weights dtype of the in-process backend (bfloat16 on GPU; float32 on CPU)."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs the judge actor reserves (in-process backend on GPU)."""
+
+
+class HPSv3Config(_Section):
+    """HPSv3 (MizzenAI/HPSv3, ``hpsv3.HPSv3RewardInferencer``) as a Ray actor in its own Python env."""
+
+    python: str | None = None
+    """Python of the separate env with ``hpsv3`` (it pins transformers==4.45.2), e.g.
+    ``/work/hpsv3-venv/bin/python``; Ray starts the actor with it (``runtime_env.py_executable``).
+    None: the driver's Python (which then must import ``hpsv3``). Build: scripts/build_hpsv3_env.sh."""
+    config_path: str | None = None
+    """hpsv3 model YAML (None: the package's HPSv3_7B.yaml, base model ``Qwen/Qwen2-VL-7B-Instruct``);
+    point its ``model_name_or_path`` at a local Qwen2-VL-7B-Instruct to run offline."""
+    checkpoint_path: str | None = None
+    """HPSv3 weights (.safetensors/.pth); None downloads MizzenAI/HPSv3 ``HPSv3.safetensors``."""
+    prompt: str = "a loose watercolour flower"
+    """Text prompt scored with every image (reproduction: naming "hibiscus" flattened the range;
+    this one spans +9.04 mu from blank to painting)."""
+    device: str = "cuda"
+    """``cuda`` (bf16 weights) or ``cpu`` (weights cast to fp32: bf16 fails on CPU)."""
+    num_gpus: float = Field(1.0, ge=0)
+    """GPUs the actor reserves (0 on CPU)."""
+    num_cpus: float = Field(1.0, gt=0)
+    """CPUs the actor reserves."""
+    batch_size: int = Field(8, ge=1)
+    """Images per forward pass."""
+    mu_scale: float = Field(4.0, gt=0)
+    """score = 1 / (1 + exp(-mu / mu_scale)) (reproduction: 4; pool mu -9.2..+5.2 -> 0.09..0.79)."""
+
+
+#: Reward weight presets. ``cpu``: the offline default (CPU pool-similarity scorer); the others are
+#: the HF reproduction's three runs (``core/scoring.py`` weights; hps-only: judge 0, quality 0.90).
+REWARD_PRESETS: dict[str, dict[str, float]] = {
+    "cpu": {"gate": 0.05, "length": 0.05, "pool_similarity": 0.90},
+    "judge_led": {"gate": 0.05, "length": 0.05, "hpsv3": 0.30, "judge": 0.60},
+    "hps_led": {"gate": 0.05, "length": 0.05, "hpsv3": 0.60, "judge": 0.30},
+    "hps_only": {"gate": 0.05, "length": 0.05, "hpsv3": 0.90},
+}
+#: Components that the gate/length code computes; every other weighted component is a scorer actor.
+REWARD_COMPONENTS = ("gate", "length", "pool_similarity", "hpsv3", "judge")
+
+
 class RewardConfig(_Section):
-    weights: dict[str, float] = Field(
-        default_factory=lambda: {"gate": 0.05, "length": 0.05, "pool_similarity": 0.90}
-    )
-    """Reward component -> weight. Total = sum(weight * component) for a gated sample, 0 if gated out."""
+    preset: Literal["cpu", "judge_led", "hps_led", "hps_only"] = "cpu"
+    """Weight preset (``REWARD_PRESETS``); used when ``weights`` is not given."""
+    weights: dict[str, float] | None = None
+    """Reward component -> weight (gate, length, pool_similarity, hpsv3, judge); None: the preset's.
+    Total = sum(weight * component) for a gated sample, 0 if gated out. A component with weight > 0
+    that is a scorer starts that scorer's actor."""
     length: LengthConfig = Field(default_factory=LengthConfig)
     pool: PoolScorerConfig = Field(default_factory=PoolScorerConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    hpsv3: HPSv3Config = Field(default_factory=HPSv3Config)
     scorer_timeout_s: float = Field(60.0, gt=0)
-    """A scorer call slower than this yields None (infrastructure failure), never 0."""
+    """A scorer call slower than this yields None for its samples (infrastructure failure), never 0.
+    Must exceed ``render.deadline_s`` and be below ``group_deadline_s``."""
+    group_deadline_s: float = Field(300.0, gt=0)
+    """Wall-clock budget for scoring one step's groups once rendered; scorers still pending then
+    give None (``scorer_timeout``)."""
+    max_scorer_failures: int = Field(3, ge=1)
+    """Consecutive failed calls after which a scorer actor is killed and restarted by Ray."""
+
+    @model_validator(mode="after")
+    def _resolve(self) -> "RewardConfig":
+        if self.weights is None:
+            self.weights = dict(REWARD_PRESETS[self.preset])
+        unknown = set(self.weights) - set(REWARD_COMPONENTS)
+        if unknown:
+            raise ValueError(f"reward.weights: unknown component(s) {sorted(unknown)} (known: {list(REWARD_COMPONENTS)})")
+        if self.weights.get("judge") and self.judge.backend == "openai" and not self.judge.base_url:
+            raise ValueError("reward.judge.base_url: required when the judge has a weight and backend is openai")
+        if not self.scorer_timeout_s < self.group_deadline_s:
+            raise ValueError(
+                f"reward.scorer_timeout_s ({self.scorer_timeout_s}) must be < reward.group_deadline_s "
+                f"({self.group_deadline_s})"
+            )
+        return self
+
+    @property
+    def scorers(self) -> list[str]:
+        """Weighted scorer components (those needing an actor), in a fixed order."""
+        return [c for c in ("pool_similarity", "hpsv3", "judge") if (self.weights or {}).get(c)]
 
 
 class LoraConfig(_Section):
@@ -295,9 +423,11 @@ class BrushRLConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
-        unknown = set(self.reward.weights) - {"gate", "length", "pool_similarity"}
-        if unknown:
-            raise ValueError(f"reward.weights: unknown component(s) {sorted(unknown)}")
+        if not self.render.deadline_s < self.reward.scorer_timeout_s:
+            raise ValueError(
+                f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "
+                f"({self.reward.scorer_timeout_s}) < reward.group_deadline_s ({self.reward.group_deadline_s})"
+            )
         return self
 
 
