@@ -60,9 +60,9 @@ class SlowScorer(PoolScorerActor):
 def local_ray():
     if ray.is_initialized():
         ray.shutdown()
-    # Workers import this module's actor classes by name: put tests/ on their path.
+    # Workers import this module's actor classes by name: put tests/ (and this tree's src/) on their path.
     ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "tests")}})
+             runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}})
     yield
     ray.shutdown()
 
@@ -104,9 +104,9 @@ def test_scorer_timeout_is_none_and_excluded_from_group_statistics(parts):
     (group,) = groups
     rewards = [s.reward for s in group.samples]
     assert rewards[0] is None and rewards[2] is None, "scorer timeout must give None, not 0"
-    assert group.samples[0].none_cause == "scorer_timeout"
+    assert group.samples[0].none_cause == "pool_similarity:scorer_timeout"
     assert rewards[1] == 0.0 and rewards[3] == 0.0
-    assert counts.none["scorer_timeout"] == 2
+    assert counts.none["pool_similarity:scorer_timeout"] == 2 and counts.scorer_none["pool_similarity:scorer_timeout"] == 2
     # Two valid samples remain, both 0: no signal, the group is filtered rather than trained on.
     assert filter_group(rewards, 2, 1e-6) == "zero_variance"
     advantages = group_advantages(rewards, "none", 1e-6)

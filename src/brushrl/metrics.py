@@ -13,6 +13,7 @@ brushrl_gate_verdicts_total            counter    gate verdicts; tag ``verdict``
 brushrl_gate_pass_rate                 gauge      share of the last step's completions that passed the gate
 brushrl_reward_mean                    gauge      mean of a reward component over the last step; tag ``component`` (``total`` too)
 brushrl_reward_none_total              counter    samples whose reward is None; tag ``cause``
+brushrl_scorer_none_total              counter    samples one scorer could not score; tag ``scorer_cause``
 brushrl_groups_total                   counter    groups by outcome; tag ``status`` (accepted/zero_variance/too_few_valid)
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
@@ -36,6 +37,8 @@ class PipelineMetrics:
         self.gate_pass = rm.Gauge("brushrl_gate_pass_rate", "Gate pass rate, last step")
         self.reward = rm.Gauge("brushrl_reward_mean", "Mean reward component, last step", tag_keys=("component",))
         self.none = rm.Counter("brushrl_reward_none_total", "None rewards", tag_keys=("cause",))
+        self.scorer_none = rm.Counter("brushrl_scorer_none_total", "Samples a scorer could not score",
+                                      tag_keys=("scorer_cause",))
         self.groups = rm.Counter("brushrl_groups_total", "Groups by outcome", tag_keys=("status",))
         self.step_s = rm.Gauge("brushrl_step_seconds", "Wall seconds of the last step")
         self.version = rm.Gauge("brushrl_policy_version", "Policy version after the last sync")
@@ -53,6 +56,7 @@ class PipelineMetrics:
             ("verdict", "gate", self.gate),
             ("cause", "none", self.none),
             ("status", "groups", self.groups),
+            ("scorer_cause", "scorer_none", self.scorer_none),
         ):
             for value, n in counts.get(key, {}).items():
                 if n:

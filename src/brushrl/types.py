@@ -122,6 +122,10 @@ class Sample:
     none_cause: str | None = None
     score_s: float = 0.0
     png_path: str | None = None
+    raw: dict[str, float] = field(default_factory=dict)
+    """Scorers' raw numbers, ``<scorer>_<key>`` (e.g. ``hpsv3_mu``, ``judge_resolved``)."""
+    component_causes: dict[str, str] = field(default_factory=dict)
+    """Scorer name -> why its component is None for this sample (e.g. ``scorer_timeout``)."""
 
 
 @dataclass

@@ -77,6 +77,8 @@ def sample_row(sample: Sample, index: int, group_status: str) -> dict:
     }
     for name, value in sample.components.items():
         row[f"reward_{name}"] = value
+    row["reward_raw"] = json.dumps(sample.raw, sort_keys=True)
+    row["reward_causes"] = json.dumps(sample.component_causes, sort_keys=True)
     return row
 
 

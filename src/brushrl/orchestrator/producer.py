@@ -24,6 +24,7 @@ from brushrl.gate import InfraRender, check_runtime, check_static
 from brushrl.pool import ReferencePool
 from brushrl.prompts import sample_prompts
 from brushrl.reward import combine, length_score
+from brushrl.reward.scorers import ScorerSet
 from brushrl.types import Completion, GateVerdict, Group, RenderResult, Sample
 
 
@@ -40,9 +41,15 @@ class StepCounts:
     render_s: list[float] = field(default_factory=list)
     gen_s: float = 0.0
     score_s: float = 0.0
+    scorer_none: Counter = field(default_factory=Counter)
+    """``<scorer>:<cause>`` -> samples that scorer could not score (weighted or not)."""
+    scorer_wall_s: dict[str, float] = field(default_factory=dict)
+    """Per scorer, seconds from launch until its last call of the step finished."""
+    scorer_restarts: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, dict[str, int]]:
-        return {"render": dict(self.render), "gate": dict(self.gate), "none": dict(self.none)}
+        return {"render": dict(self.render), "gate": dict(self.gate), "none": dict(self.none),
+                "scorer_none": dict(self.scorer_none)}
 
 
 class GroupProducer:
@@ -52,16 +59,20 @@ class GroupProducer:
         cfg: the run config.
         rollout: a rollout engine actor (``generate.remote(prompts, n) -> list[list[Completion]]``).
         render_pool: a ``RenderPool`` (``render_many(jobs) -> list[RenderResult]``).
-        scorer: a scorer actor (``score_many.remote(pngs, ref_ids) -> list[float | None]``).
-        pool: the reference pool the scorer uses (references are drawn here, per group).
+        scorers: scorer name -> actor implementing ``GroupScorer.score_group`` (or one actor, taken
+            as ``pool_similarity``); called concurrently through a ``ScorerSet``.
+        pool: the reference pool (kept for callers; scorers draw their references themselves from
+            the group seed).
         rng: the prompt/seed random generator (the orchestrator owns its state).
     """
 
-    def __init__(self, cfg: BrushRLConfig, rollout, render_pool, scorer, pool: ReferencePool, rng: random.Random):
+    def __init__(self, cfg: BrushRLConfig, rollout, render_pool, scorers, pool: ReferencePool, rng: random.Random):
         self.cfg = cfg
         self.rollout = rollout
         self.render_pool = render_pool
-        self.scorer = scorer
+        if not isinstance(scorers, dict):
+            scorers = {"pool_similarity": scorers}
+        self.scorers = ScorerSet(scorers, cfg.reward.scorer_timeout_s, cfg.reward.max_scorer_failures)
         self.pool = pool
         self.rng = rng
         self._next_group_id = 0
@@ -118,25 +129,27 @@ class GroupProducer:
     def _score(self, groups: list[Group], counts: StepCounts) -> None:
         cfg = self.cfg.reward
         t0 = time.perf_counter()
-        pending = []
-        for g in groups:
-            scored = [s for s in g.samples if s.gate.passed and s.gate.stage == "runtime"]
-            if scored:
-                refs = self.pool.sample(list(cfg.pool.tiers), cfg.pool.refs_per_tier, g.seed)
-                ref = self.scorer.score_many.remote([s.render.png for s in scored], [e.id for e in refs])
-                pending.append((scored, ref))
-        for scored, ref in pending:
-            try:
-                values: list[float | None] = ray.get(ref, timeout=cfg.scorer_timeout_s)
-                cause = None
-            except ray.exceptions.GetTimeoutError:
-                values, cause = [None] * len(scored), "scorer_timeout"
-            except ray.exceptions.RayError as exc:
-                values, cause = [None] * len(scored), f"scorer_error:{type(exc).__name__}"
-            for s, v in zip(scored, values):
-                s.components = {"length": length_score(s.code, cfg.length), "pool_similarity": v}
+        todo = [(g, [s for s in g.samples if s.gate.passed and s.gate.stage == "runtime"]) for g in groups]
+        todo = [(g, scored) for g, scored in todo if scored]
+        jobs = [([s.render.png for s in scored], g.prompt, g.seed) for g, scored in todo]
+        results = self.scorers.score(jobs, deadline=time.monotonic() + cfg.group_deadline_s) if jobs else []
+        counts.scorer_wall_s = dict(self.scorers.wall_s)
+        counts.scorer_restarts = dict(self.scorers.restarts)
+        for (g, scored), by_scorer in zip(todo, results):
+            for i, s in enumerate(scored):
+                s.components = {"length": length_score(s.code, cfg.length)}
+                causes = {}
+                for name, outs in by_scorer.items():
+                    out = outs[i]
+                    s.components[name] = out.value
+                    s.raw.update({f"{name}_{k}": v for k, v in out.raw.items()})
+                    if out.value is None:
+                        causes[name] = out.cause or "unknown"
+                        counts.scorer_none[f"{name}:{causes[name]}"] += 1
+                s.component_causes = causes
+                weighted = [f"{n}:{causes[n]}" for n in sorted(causes) if cfg.weights.get(n)]
                 counts.outcome["scored"] += 1
-                self._finish(s, s.gate, cause)
+                self._finish(s, s.gate, ",".join(weighted) or None)
         counts.score_s = time.perf_counter() - t0
         for g in groups:
             for s in g.samples:

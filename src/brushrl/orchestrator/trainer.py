@@ -88,7 +88,7 @@ class Trainer:
         """
         from brushrl.learner import make_learner_actor
         from brushrl.render.pool import RenderPool
-        from brushrl.reward.actor import make_scorer_actor
+        from brushrl.reward.actor import make_scorer_actors
         from brushrl.rollout import make_rollout_actor
 
         cfg = self.cfg
@@ -106,9 +106,9 @@ class Trainer:
         try:
             learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             rollout = make_rollout_actor(cfg, system_prompt)
-            scorer = make_scorer_actor(cfg.reward.pool)
+            scorers = make_scorer_actors(cfg.reward)
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), 0))
-            producer = GroupProducer(cfg, rollout, render_pool, scorer, pool, random.Random(cfg.run.seed))
+            producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
             metrics = PipelineMetrics()
             line = StepLine(cfg.run.steps, self.log)
             self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
@@ -132,7 +132,8 @@ class Trainer:
         t0 = time.perf_counter()
         accepted: list[Group] = []
         produced: list[tuple[Group, str]] = []
-        counts_all: dict[str, Counter] = {"render": Counter(), "gate": Counter(), "none": Counter(), "groups": Counter()}
+        counts_all: dict[str, Counter] = {"render": Counter(), "gate": Counter(), "none": Counter(), "groups": Counter(),
+                                          "scorer_none": Counter()}
         gen_s = render_s = score_s = 0.0
         render_times: list[float] = []
         for _ in range(_MAX_ROUNDS):

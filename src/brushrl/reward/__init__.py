@@ -3,17 +3,29 @@
 A sketch fault (the gate fails) scores 0. An infrastructure failure (a render that could not be done
 for reasons not caused by the sketch, a scorer error or timeout) gives None: the sample is excluded
 from its group's statistics and counted by cause, never trained on as 0.
+
+Names are imported lazily so that ``brushrl.reward.hpsv3`` and ``brushrl.reward.base`` import inside
+a scorer actor running in another Python environment (without scikit-image or pydantic).
 """
 
-from brushrl.reward.combine import RewardBreakdown, combine
-from brushrl.reward.length import length_score
-from brushrl.reward.pool_scorer import ImageFeatures, PoolSimilarityScorer, image_features
+from __future__ import annotations
 
-__all__ = [
-    "ImageFeatures",
-    "PoolSimilarityScorer",
-    "RewardBreakdown",
-    "combine",
-    "image_features",
-    "length_score",
-]
+import importlib
+
+_EXPORTS = {
+    "RewardBreakdown": "brushrl.reward.combine",
+    "combine": "brushrl.reward.combine",
+    "length_score": "brushrl.reward.length",
+    "ImageFeatures": "brushrl.reward.pool_scorer",
+    "PoolSimilarityScorer": "brushrl.reward.pool_scorer",
+    "image_features": "brushrl.reward.pool_scorer",
+    "ScoreOut": "brushrl.reward.base",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'brushrl.reward' has no attribute {name!r}")

@@ -1,11 +1,15 @@
-"""The CPU pool scorer as a Ray actor, so a scorer failure is isolated and becomes None."""
+"""Scorer actors: each scorer runs in its own Ray actor, so a scorer failure is isolated and
+becomes None for its samples. Every actor implements ``GroupScorer.score_group``."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import ray
 
-from brushrl.config import PoolScorerConfig
+from brushrl.config import JudgeConfig, PoolScorerConfig, RewardConfig
 from brushrl.pool import ReferencePool
+from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import PoolSimilarityScorer
 
 
@@ -13,14 +17,67 @@ class PoolScorerActor:
     """Loads the reference pool once and scores batches of PNGs against chosen references."""
 
     def __init__(self, cfg: PoolScorerConfig):
-        pool = ReferencePool(cfg.path)
-        self.scorer = PoolSimilarityScorer(pool.entries, cfg.tiers)
+        self.cfg = cfg
+        self.pool = ReferencePool(cfg.path)
+        self.scorer = PoolSimilarityScorer(self.pool.entries, cfg.tiers)
 
     def score_many(self, pngs: list[bytes], ref_ids: list[str]) -> list[float | None]:
         """See ``PoolSimilarityScorer.score_many``."""
         return self.scorer.score_many(pngs, ref_ids)
 
+    def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
+        """``GroupScorer``: references ``refs_per_tier`` per tier drawn with the group seed."""
+        refs = [e.id for e in self.pool.sample(list(self.cfg.tiers), self.cfg.refs_per_tier, seed)]
+        return [ScoreOut(v) if v is not None else ScoreOut(None, cause="bad_image")
+                for v in self.score_many(list(pngs), refs)]
+
+
+class JudgeActor:
+    """The pairwise judge (``brushrl.reward.judge``) behind ``GroupScorer``.
+
+    Args:
+        judge: the judge config. pool_path: the reference pool folder.
+    """
+
+    def __init__(self, judge: JudgeConfig, pool_path: str, backend=None):
+        from brushrl.reward.judge import PairwiseJudge, make_backend
+
+        self.judge = PairwiseJudge(ReferencePool(pool_path), backend or make_backend(judge), judge)
+
+    def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
+        """``GroupScorer``: value = judge score; raw = {resolved, dropped}; None when no comparison
+        resolved (cause: the commonest failure, e.g. ``judge:timeout``)."""
+        out = []
+        for r in self.judge.score_many(pngs, seed):
+            raw = {"resolved": float(r.resolved), "dropped": float(sum(r.dropped.values()))}
+            if r.score is None:
+                cause = r.dropped.most_common(1)[0][0] if r.dropped else "no_comparison"
+                out.append(ScoreOut(None, raw, cause))
+            else:
+                out.append(ScoreOut(r.score, raw))
+        return out
+
 
 def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = 0.25):
     """Start a ``PoolScorerActor`` (restarted by Ray if it dies)."""
     return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1)(PoolScorerActor).remote(cfg)
+
+
+def make_scorer_actors(cfg: RewardConfig) -> dict:
+    """One actor per weighted scorer component (``cfg.scorers``): name -> actor handle.
+
+    ``pool_similarity``: CPU; ``judge``: ``judge.num_gpus`` (in-process backend) or a light client
+    (endpoint backend); ``hpsv3``: its own Python env (``brushrl.reward.hpsv3``).
+    """
+    actors = {}
+    for name in cfg.scorers:
+        if name == "pool_similarity":
+            actors[name] = make_scorer_actor(cfg.pool)
+        elif name == "judge":
+            actors[name] = ray.remote(num_cpus=0.25, num_gpus=cfg.judge.num_gpus, max_restarts=-1)(
+                JudgeActor).remote(cfg.judge, cfg.pool.path)
+        elif name == "hpsv3":
+            from brushrl.reward.hpsv3 import make_hpsv3_actor
+
+            actors[name] = make_hpsv3_actor(cfg.hpsv3)
+    return actors

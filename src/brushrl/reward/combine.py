@@ -15,8 +15,8 @@ class RewardBreakdown:
         components: component name -> value in [0, 1] (None: that scorer could not score).
         total: ``sum(weights[c] * components[c])`` for a gated sample, 0.0 for a gate failure,
             None for an infrastructure failure.
-        none_cause: why ``total`` is None (``render_infra``, ``scorer_error``, ``scorer_timeout``,
-            ...), else None.
+        none_cause: why ``total`` is None (``render_infra``, ``<scorer>:scorer_timeout``,
+            ``<scorer>:scorer_error:<Type>``, ``<scorer>:<cause>`` joined by commas), else None.
     """
 
     components: dict[str, float | None] = field(default_factory=dict)

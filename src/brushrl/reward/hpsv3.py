@@ -1,0 +1,135 @@
+"""HPSv3 human-preference score as a Ray actor in its own Python environment.
+
+HPSv3 (MizzenAI/HPSv3, ICCV 2025, arXiv 2508.03789; PyPI ``hpsv3``) is a Qwen2-VL-7B reward model
+whose ``HPSv3RewardInferencer.reward(images, prompts)`` returns logits ``[B, 2]`` = (mu, sigma); mu,
+an unbounded real, is the score ("we select miu as the final output", hpsv3/inference.py).
+
+* Mapping: ``score = 1 / (1 + exp(-mu / mu_scale))`` with ``mu_scale`` 4, the HF reproduction's
+  logistic (its pool: mu -9.2 .. +5.2 at 448x448, blank canvas -9.98; tiers meh 0.13, love 0.70).
+  The raw mu and sigma are kept in ``ScoreOut.raw``.
+* Environment: ``hpsv3`` 1.0.0 pins ``transformers==4.45.2`` (its model class rejects how
+  transformers 5.x constructs models) and imports matplotlib/tensorboard without declaring them;
+  the learner runs transformers 5.x. The actor therefore runs under another interpreter through
+  Ray's ``runtime_env={"py_executable": cfg.python, "py_modules": [brushrl]}``; that env needs
+  ``ray`` of the cluster's version, ``hpsv3`` and a torch/torchvision pair that import together.
+  ``scripts/build_hpsv3_env.sh`` builds it. Never downgrade the main environment.
+* Device: ``cuda`` in the checkpoint's bf16; on ``cpu`` the model is cast to fp32 (bf16 fails on
+  CPU). Images are composited on white first (``Image.convert("RGB")`` would blacken a
+  transparent canvas).
+
+This module imports only the standard library at import time (it is loaded in that other env).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from typing import Sequence
+
+from brushrl.reward.base import ScoreOut, png_on_white
+
+log = logging.getLogger(__name__)
+
+
+def mu_to_score(mu: float, scale: float = 4.0) -> float:
+    """HPSv3 mu -> [0, 1]: ``1 / (1 + exp(-mu / scale))`` (HF reproduction, scale 4).
+
+    Overflow-safe for any finite mu; monotone increasing; 0.5 at mu = 0.
+    """
+    z = -mu / scale
+    if z > 700:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(z))
+
+
+class HPSv3Scorer:
+    """Wraps ``hpsv3.HPSv3RewardInferencer``; one instance per actor.
+
+    Args:
+        cfg: ``HPSv3Config.model_dump()`` (a plain dict, so that pydantic need not be importable here).
+        inferencer: an already built inferencer (tests); None builds one from ``cfg``.
+
+    Raises:
+        ImportError: ``hpsv3`` is not importable by this interpreter; the message names
+            ``reward.hpsv3.python`` and the build script.
+    """
+
+    def __init__(self, cfg: dict, inferencer=None):
+        self.cfg = dict(cfg)
+        if inferencer is None:
+            try:
+                from hpsv3 import HPSv3RewardInferencer
+            except ImportError as exc:
+                raise ImportError(
+                    f"hpsv3 is not importable by {sys.executable} ({exc}); set reward.hpsv3.python to the "
+                    "Python of an env built with scripts/build_hpsv3_env.sh"
+                ) from exc
+            inferencer = HPSv3RewardInferencer(
+                config_path=cfg.get("config_path"),
+                checkpoint_path=cfg.get("checkpoint_path"),
+                device=cfg.get("device", "cuda"),
+            )
+        if str(inferencer.device).startswith("cpu"):
+            inferencer.model.float()
+        self.inferencer = inferencer
+
+    def mu_sigma(self, pngs: Sequence[bytes], prompt: str) -> list[tuple[float, float] | None]:
+        """(mu, sigma) per PNG, in batches of ``batch_size``; None for an unreadable PNG or a batch
+        whose forward pass raised (logged)."""
+        import torch
+
+        out: list[tuple[float, float] | None] = [None] * len(pngs)
+        images = []
+        for i, png in enumerate(pngs):
+            try:
+                images.append((i, png_on_white(png)))
+            except Exception:  # noqa: BLE001 - a bad image is that sample's None
+                pass
+        step = int(self.cfg.get("batch_size", 8))
+        for k in range(0, len(images), step):
+            chunk = images[k : k + step]
+            try:
+                with torch.inference_mode():
+                    logits = self.inferencer.reward([img for _, img in chunk], [prompt] * len(chunk))
+                for (i, _), row in zip(chunk, logits.float().cpu().tolist()):
+                    out[i] = (float(row[0]), float(row[1]))
+            except Exception as exc:  # noqa: BLE001 - a failed batch is None for its samples
+                log.warning("HPSv3 batch failed: %r", exc)
+        return out
+
+    def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
+        """``GroupScorer``: score = ``mu_to_score(mu)``, raw = {mu, sigma}. The group's user prompt
+        is ignored: every image is scored with ``cfg["prompt"]`` (a fixed style prompt, as in the
+        reproduction)."""
+        scale = float(self.cfg.get("mu_scale", 4.0))
+        results = []
+        for ms in self.mu_sigma(pngs, self.cfg.get("prompt", "a loose watercolour flower")):
+            if ms is None:
+                results.append(ScoreOut(None, cause="hpsv3_failed"))
+            else:
+                results.append(ScoreOut(mu_to_score(ms[0], scale), {"mu": ms[0], "sigma": ms[1]}))
+        return results
+
+
+def hpsv3_runtime_env(python: str | None) -> dict:
+    """Ray ``runtime_env`` for the HPSv3 actor: ``py_executable`` (the hpsv3 env's Python) and
+    ``py_modules`` (this brushrl package, uploaded, so that env needs no brushrl install)."""
+    import brushrl
+
+    env: dict = {"py_modules": [brushrl]}
+    if python:
+        env["py_executable"] = python
+    return env
+
+
+def make_hpsv3_actor(cfg, max_restarts: int = -1):
+    """Start an ``HPSv3Scorer`` actor from an ``HPSv3Config``: ``num_gpus``/``num_cpus`` from it,
+    in its own env (:func:`hpsv3_runtime_env`), restarted by Ray if it dies."""
+    import ray
+
+    remote = ray.remote(
+        num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus, max_restarts=max_restarts,
+        runtime_env=hpsv3_runtime_env(cfg.python),
+    )(HPSv3Scorer)
+    return remote.remote(cfg.model_dump())
