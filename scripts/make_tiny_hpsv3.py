@@ -77,7 +77,7 @@ def build(out: Path) -> None:
     torch.manual_seed(1)
     with torch.no_grad():  # a non-trivial head, so that mu varies with the image
         for p in model.rm_head.parameters():
-            p.normal_(0, 0.5)
+            p.normal_(0, 0.05)
     safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()},
                                 str(out / "hpsv3_tiny.safetensors"))
 

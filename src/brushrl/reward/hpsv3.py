@@ -74,12 +74,12 @@ class HPSv3Scorer:
             inferencer.model.float()
         self.inferencer = inferencer
 
-    def mu_sigma(self, pngs: Sequence[bytes], prompt: str) -> list[tuple[float, float] | None]:
-        """(mu, sigma) per PNG, in batches of ``batch_size``; None for an unreadable PNG or a batch
-        whose forward pass raised (logged)."""
+    def mu_sigma(self, pngs: Sequence[bytes], prompt: str) -> list[tuple[float, float] | str]:
+        """(mu, sigma) per PNG, in batches of ``batch_size``; instead a cause string for an
+        unreadable PNG (``bad_image``) or a batch whose forward pass raised (``error:<Type>``, logged)."""
         import torch
 
-        out: list[tuple[float, float] | None] = [None] * len(pngs)
+        out: list[tuple[float, float] | str] = ["bad_image"] * len(pngs)
         images = []
         for i, png in enumerate(pngs):
             try:
@@ -96,6 +96,8 @@ class HPSv3Scorer:
                     out[i] = (float(row[0]), float(row[1]))
             except Exception as exc:  # noqa: BLE001 - a failed batch is None for its samples
                 log.warning("HPSv3 batch failed: %r", exc)
+                for i, _ in chunk:
+                    out[i] = f"error:{type(exc).__name__}"
         return out
 
     def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
@@ -105,8 +107,8 @@ class HPSv3Scorer:
         scale = float(self.cfg.get("mu_scale", 4.0))
         results = []
         for ms in self.mu_sigma(pngs, self.cfg.get("prompt", "a loose watercolour flower")):
-            if ms is None:
-                results.append(ScoreOut(None, cause="hpsv3_failed"))
+            if isinstance(ms, str):
+                results.append(ScoreOut(None, cause=ms))
             else:
                 results.append(ScoreOut(mu_to_score(ms[0], scale), {"mu": ms[0], "sigma": ms[1]}))
         return results

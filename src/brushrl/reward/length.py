@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from brushrl.config import LengthConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # no pydantic at import time: this package also loads in the HPSv3 env
+    from brushrl.config import LengthConfig
 
 
-def length_score(code: str, cfg: LengthConfig) -> float:
+def length_score(code: str, cfg: "LengthConfig") -> float:
     """Length ramp in [0, 1] over approximate tokens ``len(code) / cfg.chars_per_token``.
 
     0 below ``min_tokens`` or above ``max_tokens``; rises linearly from ``min_tokens`` to 1 at

@@ -1,0 +1,95 @@
+"""HPSv3 scorer: the mu -> [0, 1] transform, and the Ray actor running in its own Python env
+(transformers 4.45.2) on a tiny random Qwen2-VL checkpoint loaded through hpsv3's real
+``HPSv3RewardInferencer`` path (fp32 on CPU)."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from brushrl.config import HPSv3Config
+from brushrl.reward.hpsv3 import HPSv3Scorer, hpsv3_runtime_env, mu_to_score
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The hpsv3 env's Python (built by scripts/build_hpsv3_env.sh).
+HPSV3_PYTHON = os.environ.get("BRUSHRL_HPSV3_PYTHON", "/work/hpsv3-venv/bin/python")
+
+
+def _png(colour, mode="RGB") -> bytes:
+    buf = io.BytesIO()
+    Image.new(mode, (600, 600), colour).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def test_mu_to_score_is_the_reproduction_logistic():
+    assert mu_to_score(0.0) == 0.5
+    assert mu_to_score(4.0) == pytest.approx(1 / (1 + math.exp(-1)))
+    assert mu_to_score(-9.2) == pytest.approx(0.0911, abs=1e-4)  # reproduction pool's worst
+    assert mu_to_score(5.2) == pytest.approx(0.7858, abs=1e-4)  # and best
+    assert mu_to_score(-1e6) == 0.0 and mu_to_score(1e6) == 1.0
+    assert mu_to_score(2.0, scale=2.0) == mu_to_score(4.0)
+
+
+def test_runtime_env_names_the_separate_python():
+    env = hpsv3_runtime_env("/opt/hps/bin/python")
+    assert env["py_executable"] == "/opt/hps/bin/python"
+    assert [m.__name__ for m in env["py_modules"]] == ["brushrl"]
+    assert "py_executable" not in hpsv3_runtime_env(None)
+
+
+def test_missing_hpsv3_names_the_config_field():
+    with pytest.raises(ImportError, match="reward.hpsv3.python"):
+        HPSv3Scorer(HPSv3Config(device="cpu").model_dump())  # the main env has no hpsv3
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    if not Path(HPSV3_PYTHON).exists():
+        pytest.skip(f"no hpsv3 env at {HPSV3_PYTHON}: build it with scripts/build_hpsv3_env.sh")
+    out = tmp_path_factory.mktemp("tiny_hpsv3")
+    subprocess.run([HPSV3_PYTHON, str(ROOT / "scripts/make_tiny_hpsv3.py"), str(out)], check=True, timeout=600,
+                   env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    return out
+
+
+@pytest.mark.slow
+def test_actor_scores_in_its_own_env_through_the_real_inferencer(tiny_checkpoint):
+    import ray
+
+    from brushrl.reward.hpsv3 import make_hpsv3_actor
+
+    cfg = HPSv3Config(python=HPSV3_PYTHON, config_path=str(tiny_checkpoint / "hpsv3_tiny.yaml"),
+                      checkpoint_path=str(tiny_checkpoint / "hpsv3_tiny.safetensors"), device="cpu",
+                      num_gpus=0, num_cpus=1, batch_size=2)
+    from brushrl.config import RayConfig
+    from brushrl.orchestrator.ray_setup import init_ray
+
+    init_ray(RayConfig(num_cpus=2))
+    try:
+        actor = make_hpsv3_actor(cfg)
+        where = ray.get(actor.__ray_call__.remote(
+            lambda self: (__import__("sys").executable, __import__("transformers").__version__,
+                          str(next(self.inferencer.model.parameters()).dtype))), timeout=600)
+        assert where == (HPSV3_PYTHON, "4.45.2", "torch.float32")
+        pngs = [_png("#d08070"), _png("#ffffff"), b"not a png", _png((0, 0, 0, 0), "RGBA"), _png("#2050a0")]
+        out = ray.get(actor.score_group.remote(pngs, "a peach hibiscus", 0), timeout=600)
+        assert len(out) == 5
+        assert out[2].value is None and out[2].cause == "bad_image"
+        scored = [o for i, o in enumerate(out) if i != 2]
+        for o in scored:
+            assert 0.0 < o.value < 1.0 and o.value == pytest.approx(mu_to_score(o.raw["mu"]))
+            assert set(o.raw) == {"mu", "sigma"}
+        assert len({round(o.raw["mu"], 4) for o in (out[0], out[1], out[4])}) == 3  # mu depends on the image
+        # a transparent canvas is composited on white, so it scores like a white one
+        assert out[3].raw["mu"] == pytest.approx(out[1].raw["mu"], abs=1e-4)
+        # batching does not change a score (batch of 2 vs alone)
+        alone = ray.get(actor.score_group.remote([pngs[4]], "a peach hibiscus", 0), timeout=600)
+        assert alone[0].raw["mu"] == pytest.approx(out[4].raw["mu"], abs=1e-3)
+    finally:
+        ray.shutdown()
