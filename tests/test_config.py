@@ -58,3 +58,32 @@ def test_bad_yaml_and_missing_file(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_reward_presets_and_scorers():
+    from brushrl.config import REWARD_PRESETS
+
+    assert parse_config({}).reward.weights == REWARD_PRESETS["cpu"]
+    cfg = parse_config({"reward": {"preset": "judge_led", "judge": {"base_url": "http://judge:8000/v1"}}})
+    assert cfg.reward.weights == {"gate": 0.05, "length": 0.05, "hpsv3": 0.30, "judge": 0.60}
+    assert cfg.reward.scorers == ["hpsv3", "judge"]
+    assert parse_config({"reward": {"preset": "hps_only"}}).reward.scorers == ["hpsv3"]
+    assert parse_config({"reward": {"preset": "hps_led", "judge": {"base_url": "http://j/v1"}}}).reward.weights["hpsv3"] == 0.60
+    explicit = parse_config({"reward": {"preset": "hps_only", "weights": {"gate": 1.0}}})
+    assert explicit.reward.weights == {"gate": 1.0}
+    with pytest.raises(ConfigError, match="reward.judge.base_url"):
+        parse_config({"reward": {"preset": "judge_led"}})
+
+
+def test_deadlines_must_nest():
+    with pytest.raises(ConfigError, match=r"render.deadline_s \(60.0\) must be < reward.scorer_timeout_s \(60.0\)"):
+        parse_config({"render": {"deadline_s": 60}})
+    with pytest.raises(ConfigError, match=r"reward.scorer_timeout_s \(400.0\) must be < reward.group_deadline_s"):
+        parse_config({"reward": {"scorer_timeout_s": 400}})
+    parse_config({"render": {"deadline_s": 90}, "reward": {"scorer_timeout_s": 120, "group_deadline_s": 600}})
+
+
+def test_judge_led_example_config_loads():
+    cfg = load_config(ROOT / "configs/judge_led.yaml")
+    assert cfg.reward.preset == "judge_led" and cfg.reward.judge.base_url
+    assert cfg.reward.hpsv3.python and cfg.reward.hpsv3.num_gpus == 1

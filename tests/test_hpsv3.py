@@ -58,6 +58,48 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     return out
 
 
+SCORE_IN_ENV = """
+import io, json, sys
+from PIL import Image
+from brushrl.reward.hpsv3 import HPSv3Scorer
+d = sys.argv[1]
+s = HPSv3Scorer({"config_path": d + "/hpsv3_tiny.yaml", "checkpoint_path": d + "/hpsv3_tiny.safetensors",
+                 "device": "cpu", "batch_size": 2})
+def png(c, mode="RGB"):
+    b = io.BytesIO(); Image.new(mode, (600, 600), c).save(b, "PNG"); return b.getvalue()
+pngs = [png("#d08070"), png("#ffffff"), b"junk", png((0, 0, 0, 0), "RGBA"), png("#2050a0")]
+out = s.score_group(pngs, "a peach hibiscus", 0)
+alone = s.score_group([pngs[4]], "a peach hibiscus", 0)
+dtype = str(next(s.inferencer.model.parameters()).dtype)
+print("RESULT" + json.dumps({"out": [[o.value, o.raw, o.cause] for o in out], "alone": alone[0].raw, "dtype": dtype}))
+"""
+
+
+def _check_scores(out, alone_mu):
+    assert len(out) == 5
+    assert out[2][0] is None and out[2][2] == "bad_image"
+    for i in (0, 1, 3, 4):
+        value, raw, cause = out[i]
+        assert cause is None and 0.0 < value < 1.0 and value == pytest.approx(mu_to_score(raw["mu"]))
+        assert set(raw) == {"mu", "sigma"}
+    assert len({round(out[i][1]["mu"], 4) for i in (0, 1, 4)}) == 3  # mu depends on the image
+    assert out[3][1]["mu"] == pytest.approx(out[1][1]["mu"], abs=1e-4)  # transparent = on white
+    assert alone_mu == pytest.approx(out[4][1]["mu"], abs=1e-3)  # batching does not change a score
+
+
+def test_scorer_in_the_hpsv3_env_through_the_real_inferencer(tiny_checkpoint):
+    """The wrapper in the hpsv3 env's interpreter (no Ray): fp32 on CPU, batched, bad images None."""
+    import json
+
+    proc = subprocess.run([HPSV3_PYTHON, "-c", SCORE_IN_ENV, str(tiny_checkpoint)], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert proc.returncode == 0 and line, proc.stderr[-3000:]
+    res = json.loads(line[0][len("RESULT"):])
+    assert res["dtype"] == "torch.float32"
+    _check_scores(res["out"], res["alone"]["mu"])
+
+
 @pytest.mark.slow
 def test_actor_scores_in_its_own_env_through_the_real_inferencer(tiny_checkpoint):
     import ray
@@ -79,17 +121,7 @@ def test_actor_scores_in_its_own_env_through_the_real_inferencer(tiny_checkpoint
         assert where == (HPSV3_PYTHON, "4.45.2", "torch.float32")
         pngs = [_png("#d08070"), _png("#ffffff"), b"not a png", _png((0, 0, 0, 0), "RGBA"), _png("#2050a0")]
         out = ray.get(actor.score_group.remote(pngs, "a peach hibiscus", 0), timeout=600)
-        assert len(out) == 5
-        assert out[2].value is None and out[2].cause == "bad_image"
-        scored = [o for i, o in enumerate(out) if i != 2]
-        for o in scored:
-            assert 0.0 < o.value < 1.0 and o.value == pytest.approx(mu_to_score(o.raw["mu"]))
-            assert set(o.raw) == {"mu", "sigma"}
-        assert len({round(o.raw["mu"], 4) for o in (out[0], out[1], out[4])}) == 3  # mu depends on the image
-        # a transparent canvas is composited on white, so it scores like a white one
-        assert out[3].raw["mu"] == pytest.approx(out[1].raw["mu"], abs=1e-4)
-        # batching does not change a score (batch of 2 vs alone)
         alone = ray.get(actor.score_group.remote([pngs[4]], "a peach hibiscus", 0), timeout=600)
-        assert alone[0].raw["mu"] == pytest.approx(out[4].raw["mu"], abs=1e-3)
+        _check_scores([[o.value, o.raw, o.cause] for o in out], alone[0].raw["mu"])
     finally:
         ray.shutdown()
