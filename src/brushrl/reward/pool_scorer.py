@@ -16,6 +16,11 @@ reproduction's paint-fraction rule). Similarity of two paintings is
 ``0.5 * BC(colour) + 0.3 * BC(edges) + 0.2 * (1 - min(1, |cov_a - cov_b| / max(cov_b, 0.05)))``
 with BC the Bhattacharyya coefficient ``sum(sqrt(p * q))`` of two normalised histograms, so it lies
 in [0, 1]. A painting's score is the mean over its references of ``tier_value * similarity``.
+
+Copy guard: a painting whose 32x32 grey thumbnail (composited on white) lies within
+``copy_max_diff`` mean absolute difference (grey levels in [0, 1]) of any pool image, of any tier,
+scores 0: copying a reference is the one hack that similarity alone would reward most
+(tests/test_anti_hacking.py measures copies, shifted copies and honest paintings).
 """
 
 from __future__ import annotations
@@ -35,6 +40,15 @@ _LAB_RANGE = ((0.0, 100.0), (-60.0, 80.0), (-60.0, 80.0))
 _EDGE_BINS = 8
 _EDGE_MAX = 0.4
 _PAINT_DIST = 32.0 / 255.0
+_THUMB = 32
+
+
+def grey_thumbnail(png: bytes) -> np.ndarray:
+    """float64 ``[32, 32]`` grey levels in [0, 1] of ``png`` composited on white (Lanczos)."""
+    img = Image.open(io.BytesIO(png)).convert("RGBA")
+    white = Image.new("RGBA", img.size, (255, 255, 255, 255))
+    grey = Image.alpha_composite(white, img).convert("L").resize((_THUMB, _THUMB), Image.LANCZOS)
+    return np.asarray(grey, dtype=np.float64) / 255.0
 
 
 @dataclass(frozen=True)
@@ -96,19 +110,29 @@ class PoolSimilarityScorer:
 
     Args:
         entries: the pool's references (any tiers).
-        tier_values: tier -> value in [0, 1]; references of other tiers are ignored.
+        tier_values: tier -> value in [0, 1]; references of other tiers are ignored for scoring
+            but still guarded against copies.
+        copy_max_diff: see the module docstring (0 disables the guard).
     """
 
-    def __init__(self, entries: list[PoolEntry], tier_values: dict[str, float]):
+    def __init__(self, entries: list[PoolEntry], tier_values: dict[str, float], copy_max_diff: float = 0.05):
         self.tier_values = dict(tier_values)
+        self.copy_max_diff = copy_max_diff
         self._refs = {
             e.id: (e.tier, image_features(e.path.read_bytes()))
             for e in entries
             if e.tier in self.tier_values
         }
+        self._thumbs = np.stack([grey_thumbnail(e.path.read_bytes()) for e in entries]) if entries else None
+
+    def copy_distance(self, png: bytes) -> float:
+        """Smallest mean absolute grey difference in [0, 1] between ``png`` and any pool image."""
+        if self._thumbs is None:
+            return 1.0
+        return float(np.abs(self._thumbs - grey_thumbnail(png)).mean(axis=(1, 2)).min())
 
     def score(self, png: bytes, ref_ids: list[str]) -> float:
-        """Mean over ``ref_ids`` of ``tier_value * similarity`` in [0, 1].
+        """Mean over ``ref_ids`` of ``tier_value * similarity`` in [0, 1]; 0 for a copy of a pool image.
 
         Raises:
             KeyError: a reference id is not in the pool (or its tier is not scored).
@@ -116,6 +140,8 @@ class PoolSimilarityScorer:
         """
         if not ref_ids:
             raise ValueError("no references to score against")
+        if self.copy_max_diff and self.copy_distance(png) < self.copy_max_diff:
+            return 0.0
         feats = image_features(png)
         values = []
         for ref_id in ref_ids:
