@@ -66,7 +66,7 @@ def renders():
 def test_hacks_score_below_the_median_honest_painting(renders):
     cfg = PoolScorerConfig(path=str(ROOT / "pools/starter"))
     pool = ReferencePool(cfg.path)
-    scorer = PoolSimilarityScorer(pool.entries, cfg.tiers, cfg.copy_max_diff)
+    scorer = PoolSimilarityScorer(pool.entries, cfg.tiers, cfg.copy_min_corr)
     refs = [e.id for e in pool.sample(list(cfg.tiers), cfg.refs_per_tier, SEED)]
     honest = []
     for name in HONEST:
@@ -87,12 +87,12 @@ def test_hacks_score_below_the_median_honest_painting(renders):
         "pastel_noise": _png(Image.fromarray(rng.integers(150, 256, (600, 600, 3), dtype=np.uint8))),
     }
     scores = {name: scorer.score(png, refs) for name, png in hacks.items()}
-    print("copy distances: honest", [round(scorer.copy_distance(renders[n].png), 3) for n in HONEST],
-          "hacks", {k: round(scorer.copy_distance(v), 3) for k, v in hacks.items()})
-    unguarded = PoolSimilarityScorer(pool.entries, cfg.tiers, copy_max_diff=0)
+    print("copy correlations: honest", [round(scorer.copy_correlation(renders[n].png), 3) for n in HONEST],
+          "hacks", {k: round(scorer.copy_correlation(v), 3) for k, v in hacks.items()})
+    unguarded = PoolSimilarityScorer(pool.entries, cfg.tiers, copy_min_corr=2.0)
     print("without the copy guard", {k: round(unguarded.score(v, refs), 3) for k, v in hacks.items()})
     assert unguarded.score(hacks["copy_of_reference"], refs) > median  # the guard is what stops it
-    assert min(scorer.copy_distance(renders[n].png) for n in HONEST) > 2 * cfg.copy_max_diff
+    assert max(scorer.copy_correlation(renders[n].png) for n in HONEST) < cfg.copy_min_corr - 0.1
     print("honest", [round(h, 3) for h in honest], "median", round(median, 3))
     print({k: round(v, 3) for k, v in scores.items()})
     for name, value in scores.items():

@@ -202,9 +202,10 @@ class PoolScorerConfig(_Section):
     """References drawn per tier per group; every member of a group faces the same ones."""
     tiers: dict[str, float] = Field(default_factory=lambda: {"love": 1.0, "good": 0.8})
     """Tiers used and their value: beating an equal-quality ``love`` reference is worth more."""
-    copy_max_diff: float = Field(0.05, ge=0, le=1)
-    """A painting within this mean absolute grey difference (32x32 thumbnails, [0, 1]) of any pool
-    image is a copy and scores 0 (0 disables; measured in tests/test_anti_hacking.py)."""
+    copy_min_corr: float = Field(0.9, ge=0)
+    """A painting whose 32x32 grey thumbnail correlates at least this much with any pool image's is a
+    copy and scores 0 (> 1 disables). Honest corpus variants: <= 0.76; copies: >= 0.91 (rotated up to
+    5 deg); measurements in brushrl.reward.pool_scorer's docstring."""
 
 
 #: The HF reproduction's pairwise question (``core/pairwise_judge.py``); ``{criteria}`` is filled in.

@@ -19,7 +19,7 @@ class PoolScorerActor:
     def __init__(self, cfg: PoolScorerConfig):
         self.cfg = cfg
         self.pool = ReferencePool(cfg.path)
-        self.scorer = PoolSimilarityScorer(self.pool.entries, cfg.tiers, cfg.copy_max_diff)
+        self.scorer = PoolSimilarityScorer(self.pool.entries, cfg.tiers, cfg.copy_min_corr)
 
     def score_many(self, pngs: list[bytes], ref_ids: list[str]) -> list[float | None]:
         """See ``PoolSimilarityScorer.score_many``."""

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> dict:
 
     pool = ReferencePool(pool_cfg.path)
     t = time.perf_counter()
-    scorer = PoolSimilarityScorer(pool.entries, pool_cfg.tiers, pool_cfg.copy_max_diff)
+    scorer = PoolSimilarityScorer(pool.entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
     load = time.perf_counter() - t
     refs = [e.id for e in pool.sample(list(pool_cfg.tiers), pool_cfg.refs_per_tier, 0)]
     t = time.perf_counter()

@@ -17,10 +17,12 @@ reproduction's paint-fraction rule). Similarity of two paintings is
 with BC the Bhattacharyya coefficient ``sum(sqrt(p * q))`` of two normalised histograms, so it lies
 in [0, 1]. A painting's score is the mean over its references of ``tier_value * similarity``.
 
-Copy guard: a painting whose 32x32 grey thumbnail (composited on white) lies within
-``copy_max_diff`` mean absolute difference (grey levels in [0, 1]) of any pool image, of any tier,
-scores 0: copying a reference is the one hack that similarity alone would reward most
-(tests/test_anti_hacking.py measures copies, shifted copies and honest paintings).
+Copy guard: a painting whose 32x32 grey thumbnail (composited on white) has a Pearson correlation
+of at least ``copy_min_corr`` with that of any pool image, of any tier, scores 0: copying a
+reference is the one hack that the (translation-invariant) similarity would reward most. Measured
+on the starter pool: honest corpus variants reach at most 0.76 against any pool image; an exact copy
+1.0, rotated 1.5 deg 0.99, 5 deg 0.91; a copy shifted by 20 px drops to 0.79 and escapes the guard
+(a shift-invariant check is future work).
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ _EDGE_BINS = 8
 _EDGE_MAX = 0.4
 _PAINT_DIST = 32.0 / 255.0
 _THUMB = 32
+
+
+def _standardise(x: np.ndarray) -> np.ndarray:
+    """Zero mean, unit variance (all zeros for a flat image)."""
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 1e-9 else np.zeros_like(x)
 
 
 def grey_thumbnail(png: bytes) -> np.ndarray:
@@ -112,24 +120,26 @@ class PoolSimilarityScorer:
         entries: the pool's references (any tiers).
         tier_values: tier -> value in [0, 1]; references of other tiers are ignored for scoring
             but still guarded against copies.
-        copy_max_diff: see the module docstring (0 disables the guard).
+        copy_min_corr: see the module docstring (above 1 disables the guard).
     """
 
-    def __init__(self, entries: list[PoolEntry], tier_values: dict[str, float], copy_max_diff: float = 0.05):
+    def __init__(self, entries: list[PoolEntry], tier_values: dict[str, float], copy_min_corr: float = 0.9):
         self.tier_values = dict(tier_values)
-        self.copy_max_diff = copy_max_diff
+        self.copy_min_corr = copy_min_corr
         self._refs = {
             e.id: (e.tier, image_features(e.path.read_bytes()))
             for e in entries
             if e.tier in self.tier_values
         }
-        self._thumbs = np.stack([grey_thumbnail(e.path.read_bytes()) for e in entries]) if entries else None
+        self._thumbs = np.stack([_standardise(grey_thumbnail(e.path.read_bytes())) for e in entries]) if entries else None
 
-    def copy_distance(self, png: bytes) -> float:
-        """Smallest mean absolute grey difference in [0, 1] between ``png`` and any pool image."""
+    def copy_correlation(self, png: bytes) -> float:
+        """Largest Pearson correlation in [-1, 1] between the grey thumbnails of ``png`` and of any
+        pool image (0 for a flat image or an empty pool)."""
         if self._thumbs is None:
-            return 1.0
-        return float(np.abs(self._thumbs - grey_thumbnail(png)).mean(axis=(1, 2)).min())
+            return 0.0
+        z = _standardise(grey_thumbnail(png))
+        return float((self._thumbs * z).mean(axis=(1, 2)).max())
 
     def score(self, png: bytes, ref_ids: list[str]) -> float:
         """Mean over ``ref_ids`` of ``tier_value * similarity`` in [0, 1]; 0 for a copy of a pool image.
@@ -140,7 +150,7 @@ class PoolSimilarityScorer:
         """
         if not ref_ids:
             raise ValueError("no references to score against")
-        if self.copy_max_diff and self.copy_distance(png) < self.copy_max_diff:
+        if self.copy_correlation(png) >= self.copy_min_corr:
             return 0.0
         feats = image_features(png)
         values = []
