@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> dict:
     renderer = Renderer.from_config(render_cfg)
     try:
         t = time.perf_counter()
-        renders = [renderer.render(c, seed=0, size=render_cfg.canvas_size, deadline_s=render_cfg.deadline_s,
-                                   attempts=render_cfg.attempts) for c in codes]
+        renders = [renderer.render(c, seed=0, size=render_cfg.canvas_size, deadline_s=args.render_deadline,
+                                   attempts=1) for c in codes]
         stages["render"] = time.perf_counter() - t
     finally:
         renderer.close()
@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--group-size", type=int, default=4, help="G: corpus sketches in the group")
     p.add_argument("--pool", default="pools/starter", help="reference pool folder")
+    p.add_argument("--render-deadline", type=float, default=120.0, help="seconds per render (one attempt)")
     p.add_argument("--judge-url", help="OpenAI-compatible endpoint root (with /v1); omit to skip the judge")
     p.add_argument("--judge-model", default=JudgeConfig().model, help="model name sent to the endpoint")
     p.add_argument("--hpsv3-python", help="Python of the hpsv3 env; omit to skip HPSv3")
