@@ -39,7 +39,7 @@ def test_mu_to_score_is_the_reproduction_logistic():
 def test_runtime_env_names_the_separate_python():
     env = hpsv3_runtime_env("/opt/hps/bin/python")
     assert env["py_executable"] == "/opt/hps/bin/python"
-    assert [m.__name__ for m in env["py_modules"]] == ["brushrl"]
+    assert (Path(env["env_vars"]["PYTHONPATH"]) / "brushrl/reward/hpsv3.py").is_file()
     assert "py_executable" not in hpsv3_runtime_env(None)
 
 

@@ -10,7 +10,7 @@ an unbounded real, is the score ("we select miu as the final output", hpsv3/infe
 * Environment: ``hpsv3`` 1.0.0 pins ``transformers==4.45.2`` (its model class rejects how
   transformers 5.x constructs models) and imports matplotlib/tensorboard without declaring them;
   the learner runs transformers 5.x. The actor therefore runs under another interpreter through
-  Ray's ``runtime_env={"py_executable": cfg.python, "py_modules": [brushrl]}``; that env needs
+  Ray's ``runtime_env={"py_executable": cfg.python, "env_vars": {"PYTHONPATH": <brushrl's src>}}``; that env needs
   ``ray`` of the cluster's version, ``hpsv3`` and a torch/torchvision pair that import together.
   ``scripts/build_hpsv3_env.sh`` builds it. Never downgrade the main environment.
 * Device: ``cuda`` in the checkpoint's bf16; on ``cpu`` the model is cast to fp32 (bf16 fails on
@@ -116,10 +116,14 @@ class HPSv3Scorer:
 
 def hpsv3_runtime_env(python: str | None) -> dict:
     """Ray ``runtime_env`` for the HPSv3 actor: ``py_executable`` (the hpsv3 env's Python) and
-    ``py_modules`` (this brushrl package, uploaded, so that env needs no brushrl install)."""
+    ``PYTHONPATH`` = the folder holding this brushrl package, so that env needs no brushrl install
+    (Ray uploads ``py_modules`` only at job level; on a multi-node cluster the path must exist on
+    the nodes: the job's working dir or the node image)."""
+    from pathlib import Path
+
     import brushrl
 
-    env: dict = {"py_modules": [brushrl]}
+    env: dict = {"env_vars": {"PYTHONPATH": str(Path(brushrl.__file__).resolve().parents[1])}}
     if python:
         env["py_executable"] = python
     return env
