@@ -15,6 +15,7 @@ _COMMAND_MODULES = (
     "brushrl.orchestrator.cli",  # train
     "brushrl.render.cli",  # render
     "brushrl.gate.cli",  # gate
+    "brushrl.plan.cli",  # config check, plan
 )
 
 

@@ -100,11 +100,11 @@ class Trainer:
         cfg = warm_start_policy(cfg, system_prompt)
         self._say(f"[brushrl] policy ready ({cfg.policy.model}) in {time.perf_counter() - t0:.1f} s")
         pool = ReferencePool(cfg.reward.pool.path)
-        render_pool = RenderPool(cfg.render)
+        render_pool = RenderPool(cfg.render, cfg.resources.renderer)
         try:
             learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             rollout = make_rollout_actor(cfg, system_prompt)
-            scorer = make_scorer_actor(cfg.reward.pool)
+            scorer = make_scorer_actor(cfg.reward.pool, placement=cfg.resources.scorer)
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), 0))
             producer = GroupProducer(cfg, rollout, render_pool, scorer, pool, random.Random(cfg.run.seed))
             metrics = PipelineMetrics()

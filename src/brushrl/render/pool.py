@@ -50,10 +50,14 @@ class RendererWorker:
 RendererActor = ray.remote(RendererWorker)
 
 
-def create_renderer_actor(cfg: RenderConfig):
-    """Start one renderer actor with ``num_cpus=cfg.num_cpus`` and ``max_restarts=cfg.max_restarts``
-    (requires ``ray.init``). Returns its ``ActorHandle``."""
-    return RendererActor.options(num_cpus=cfg.num_cpus, max_restarts=cfg.max_restarts).remote(cfg)
+def create_renderer_actor(cfg: RenderConfig, placement=None):
+    """Start one renderer actor with ``num_cpus=cfg.num_cpus``, ``max_restarts=cfg.max_restarts`` and
+    what ``placement`` (a ``config.ActorPlacement``, e.g. ``cfg.resources.renderer``) asks for, such
+    as ``{renderer: 1}`` (requires ``ray.init``). Returns its ``ActorHandle``."""
+    from brushrl.plan.resources import ray_options
+
+    options = ray_options(placement) if placement is not None else {}
+    return RendererActor.options(num_cpus=cfg.num_cpus, max_restarts=cfg.max_restarts, **options).remote(cfg)
 
 
 @dataclass
@@ -71,14 +75,16 @@ class RenderPool:
 
     Args:
         cfg: the ``render`` section of the run config.
+        placement: ``cfg.resources.renderer`` of the run config (None: CPUs only).
 
     The actors start (and launch Chromium) in the background; the first ``render_many`` waits for
     them. Call ``shutdown()`` when done.
     """
 
-    def __init__(self, cfg: RenderConfig):
+    def __init__(self, cfg: RenderConfig, placement=None):
         self.cfg = cfg
-        self.actors = [create_renderer_actor(cfg) for _ in range(cfg.num_actors)]
+        self.placement = placement
+        self.actors = [create_renderer_actor(cfg, placement) for _ in range(cfg.num_actors)]
 
     def ping(self, timeout_s: float = 120.0) -> list[dict]:
         """``RendererWorker.ping`` of every actor (waits for them to start).

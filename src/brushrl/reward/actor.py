@@ -21,6 +21,10 @@ class PoolScorerActor:
         return self.scorer.score_many(pngs, ref_ids)
 
 
-def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = 0.25):
-    """Start a ``PoolScorerActor`` (restarted by Ray if it dies)."""
-    return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1)(PoolScorerActor).remote(cfg)
+def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = 0.25, placement=None):
+    """Start a ``PoolScorerActor`` (restarted by Ray if it dies) with ``num_cpus`` logical CPUs and
+    what ``placement`` (a ``config.ActorPlacement``, e.g. ``cfg.resources.scorer``) asks for."""
+    from brushrl.plan.resources import ray_options
+
+    options = ray_options(placement) if placement is not None else {}
+    return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1, **options)(PoolScorerActor).remote(cfg)
