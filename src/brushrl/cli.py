@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "brushrl.render.cli",  # render
     "brushrl.gate.cli",  # gate
     "brushrl.plan.cli",  # config check, plan
+    "brushrl.artifacts.cli",  # serve
 )
 
 

@@ -198,11 +198,13 @@ class Trainer:
         if record["reward/mean"] is not None:
             self.step_rewards.append(record["reward/mean"])
         self.run_dir.log_metrics(record)
-        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name)
+        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,
+                      total_steps=cfg.run.steps, running=step < cfg.run.steps)
         return record, {k: dict(v) for k, v in counts_all.items()}
 
     def _finish(self) -> None:
-        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name)
+        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,
+                      total_steps=self.cfg.run.steps)
         r = self.step_rewards
         if r:
             first, last = r[:5], r[-5:]
