@@ -28,7 +28,7 @@ from brushrl.artifacts.gallery import write_gallery
 from brushrl.artifacts.run_dir import RunDir, sample_row
 from brushrl.config import BrushRLConfig
 from brushrl.learner import TrainSample, filter_group
-from brushrl.metrics import PipelineMetrics
+from brushrl.metrics import PipelineMetrics, quantile
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
 from brushrl.orchestrator.ray_setup import init_ray
@@ -73,6 +73,7 @@ class Trainer:
         self.run_dir = RunDir(Path(cfg.run.output_dir) / cfg.run.name, overwrite=cfg.run.overwrite)
         self.run_dir.save_config(cfg)
         self.group_counts: Counter = Counter()
+        self.metrics: PipelineMetrics | None = None
         self.step_rewards: list[float] = []
         #: Policy version the rollout engine serves (0 = the warm start; +1 per learner update).
         self.policy_version = 0
@@ -107,13 +108,15 @@ class Trainer:
             scorer = make_scorer_actor(cfg.reward.pool, placement=cfg.resources.scorer)
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), 0))
             producer = GroupProducer(cfg, rollout, render_pool, scorer, pool, random.Random(cfg.run.seed))
-            metrics = PipelineMetrics()
+            metrics = self.metrics = PipelineMetrics()
+            render_pool.on_progress = metrics.render_queue
+            metrics.renderers.set(len(render_pool.actors))
             line = StepLine(cfg.run.steps, self.log)
             self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
                       f"{cfg.rollout.groups_per_step} group(s)/step, {cfg.run.steps} steps")
             for step in range(1, cfg.run.steps + 1):
-                record, counts = self._step(step, producer, learner, rollout)
-                metrics.publish(record, counts)
+                record, counts, render_times = self._step(step, producer, learner, rollout)
+                metrics.publish(record, counts, render_times)
                 line.update(step, record)
                 if step % cfg.run.checkpoint_every == 0 or step == cfg.run.steps:
                     ray.get(learner.save_adapter.remote(str(self.run_dir.checkpoint_dir(step))))
@@ -125,7 +128,7 @@ class Trainer:
             self._finish()
         return self.run_dir.gallery
 
-    def _step(self, step: int, producer: GroupProducer, learner, rollout) -> tuple[dict, dict]:
+    def _step(self, step: int, producer: GroupProducer, learner, rollout) -> tuple[dict, dict, list[float]]:
         cfg = self.cfg
         t0 = time.perf_counter()
         accepted: list[Group] = []
@@ -137,7 +140,11 @@ class Trainer:
             need = cfg.rollout.groups_per_step - len(accepted)
             if need <= 0:
                 break
+            if self.metrics is not None:
+                self.metrics.groups_in_flight(need)
             groups, counts = producer.produce(step, need)
+            if self.metrics is not None:
+                self.metrics.groups_in_flight(0)
             gen_s += counts.gen_s
             render_s += counts.render_wall_s
             score_s += counts.score_s
@@ -157,8 +164,15 @@ class Trainer:
         stats = ray.get(learner.step.remote(batch)) if accepted else {}
         if accepted:
             self.policy_version = ray.get(learner.policy_version.remote())
+        update_s = time.perf_counter() - t_learn
+        t_sync = time.perf_counter()
+        if accepted:
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), self.policy_version))
+        sync_s = time.perf_counter() - t_sync if accepted else 0.0
         learn_s = time.perf_counter() - t_learn
+        # Staleness: learner updates between a trained sample's policy and the one it updated.
+        staleness = max((rollout_version - s.completion.policy_version for g in accepted for s in g.samples),
+                        default=0)
         self.group_counts.update(counts_all["groups"])
 
         rows = []
@@ -184,10 +198,14 @@ class Trainer:
             "render/per_s": len(render_times) / render_s if render_s else 0.0,
             "render/mean_s": sum(render_times) / len(render_times) if render_times else 0.0,
             "render/p50_s": _median(render_times),
+            "render/p95_s": quantile(render_times, 0.95),
+            "staleness/max": staleness,
             "time/gen_s": gen_s,
             "time/render_s": render_s,
             "time/score_s": score_s,
             "time/learn_s": learn_s,
+            "time/update_s": update_s,
+            "time/sync_s": sync_s,
             "time/step_s": time.perf_counter() - t0,
             **{f"learner/{k}": v for k, v in stats.items()},
         }
@@ -200,7 +218,7 @@ class Trainer:
         self.run_dir.log_metrics(record)
         write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,
                       total_steps=cfg.run.steps, running=step < cfg.run.steps)
-        return record, {k: dict(v) for k, v in counts_all.items()}
+        return record, {k: dict(v) for k, v in counts_all.items()}, render_times
 
     def _finish(self) -> None:
         write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,

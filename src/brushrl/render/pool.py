@@ -85,6 +85,9 @@ class RenderPool:
         self.cfg = cfg
         self.placement = placement
         self.actors = [create_renderer_actor(cfg, placement) for _ in range(cfg.num_actors)]
+        #: Called as ``on_progress(queued, in_flight)`` whenever jobs are dispatched or finish
+        #: (the trainer publishes it as the render queue depth); None: not called.
+        self.on_progress = None
 
     def ping(self, timeout_s: float = 120.0) -> list[dict]:
         """``RendererWorker.ping`` of every actor (waits for them to start).
@@ -107,6 +110,8 @@ class RenderPool:
         inflight: dict = {}  # ObjectRef -> (job, actor slot)
         while pending or inflight:
             self._dispatch(pending, idle, inflight)
+            if self.on_progress is not None:
+                self.on_progress(len(pending), len(inflight))
             (ref,), _ = ray.wait(list(inflight), num_returns=1)
             job, slot = inflight.pop(ref)
             idle.append(slot)  # a dead actor is restarted by Ray; calls to it wait for the restart
@@ -121,6 +126,8 @@ class RenderPool:
                     results[job.index] = RenderResult(
                         "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
                     )
+        if self.on_progress is not None:
+            self.on_progress(0, 0)
         return results  # type: ignore[return-value]
 
     def _dispatch(self, pending: deque, idle: deque, inflight: dict) -> None:
