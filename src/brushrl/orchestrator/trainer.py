@@ -29,6 +29,7 @@ from brushrl.artifacts.run_dir import RunDir, sample_row
 from brushrl.config import BrushRLConfig
 from brushrl.learner import TrainSample, filter_group
 from brushrl.metrics import PipelineMetrics, quantile
+from brushrl.orchestrator.control import CONTROL_FILE, ControlError, ControlFile
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
 from brushrl.orchestrator.ray_setup import init_ray
@@ -114,8 +115,11 @@ class Trainer:
             line = StepLine(cfg.run.steps, self.log)
             self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
                       f"{cfg.rollout.groups_per_step} group(s)/step, {cfg.run.steps} steps")
+            control = ControlFile(self.run_dir.root / CONTROL_FILE)
             for step in range(1, cfg.run.steps + 1):
+                self._apply_control(control, render_pool)
                 record, counts, render_times = self._step(step, producer, learner, rollout)
+                metrics.renderers.set(len(render_pool.actors))
                 metrics.publish(record, counts, render_times)
                 line.update(step, record)
                 if step % cfg.run.checkpoint_every == 0 or step == cfg.run.steps:
@@ -127,6 +131,19 @@ class Trainer:
             render_pool.shutdown()
             self._finish()
         return self.run_dir.gallery
+
+    def _apply_control(self, control: ControlFile, render_pool) -> None:
+        """Apply a changed ``control.yaml`` (``brushrl scale``) between steps; a bad file is
+        reported and ignored."""
+        try:
+            wanted = control.poll()
+        except ControlError as exc:
+            self._say(f"[brushrl] ignoring {CONTROL_FILE}: {exc}")
+            return
+        if wanted is None or wanted.render is None or wanted.render.num_actors == render_pool.size:
+            return
+        self._say(f"[brushrl] renderers: {render_pool.size} -> {wanted.render.num_actors} ({CONTROL_FILE})")
+        render_pool.resize(wanted.render.num_actors)
 
     def _step(self, step: int, producer: GroupProducer, learner, rollout) -> tuple[dict, dict, list[float]]:
         cfg = self.cfg
@@ -199,6 +216,7 @@ class Trainer:
             "render/mean_s": sum(render_times) / len(render_times) if render_times else 0.0,
             "render/p50_s": _median(render_times),
             "render/p95_s": quantile(render_times, 0.95),
+            "render/actors": len(producer.render_pool.actors),
             "staleness/max": staleness,
             "time/gen_s": gen_s,
             "time/render_s": render_s,
