@@ -5,10 +5,13 @@ policy code and logs no console errors."""
 from __future__ import annotations
 
 import shutil
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 from brushrl.artifacts.gallery import gate_mix_svg, outcome, write_gallery
@@ -47,7 +50,7 @@ def _metrics(step: int) -> dict:
 def _write(run: Path, upto: int, running: bool) -> None:
     rows = [r for s in range(1, upto + 1) for r in _rows(s, run)]
     write_gallery(run, rows, [_metrics(s) for s in range(1, upto + 1)], "demo", total_steps=3, running=running,
-                  refresh_s=1)
+                  refresh_s=2)
 
 
 @pytest.fixture
@@ -66,7 +69,8 @@ def page():
         pg.problems = []  # console errors, page errors, dialogs, failed requests
         pg.on("console", lambda m: m.type == "error" and pg.problems.append(f"console: {m.text}"))
         pg.on("pageerror", lambda e: pg.problems.append(f"pageerror: {e}"))
-        pg.on("requestfailed", lambda r: pg.problems.append(f"requestfailed: {r.url}"))
+        # A reload aborts the loads still in flight (net::ERR_ABORTED): that is not a broken page.
+        pg.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "") and pg.problems.append(f"requestfailed: {r.url} {r.failure}"))
 
         def on_dialog(d):
             pg.problems.append(f"dialog: {d.message}")
@@ -77,28 +81,47 @@ def page():
         browser.close()
 
 
-def _check_loaded(page, step: int) -> None:
-    page.wait_for_function(f"document.body.dataset.latestStep === '{step}'", timeout=15000)
-    assert page.locator("section.step").first.get_attribute("data-step") == str(step)
-    assert page.locator("section.step h2").first.inner_text() == f"step {step}"
-    page.wait_for_function("[...document.images].every(i => i.complete)", timeout=15000)
-    broken = page.evaluate("[...document.images].filter(i => i.naturalWidth === 0).map(i => i.src)")
-    assert broken == []
-    assert page.locator("img[alt='reward curves per component']").count() == 1
-    assert page.locator("img[alt='gate verdict mix by step']").count() == 1
+#: One consistent look at the page (a running page reloads itself, so a series of separate queries
+#: could straddle a reload).
+SNAPSHOT = """() => ({
+  latest: document.body.dataset.latestStep,
+  state: document.body.dataset.state,
+  first: document.querySelector("section.step")?.dataset.step,
+  h2: document.querySelector("section.step h2")?.textContent,
+  complete: [...document.images].every(i => i.complete),
+  broken: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.src),
+  charts: [...document.querySelectorAll(".charts img")].map(i => i.alt),
+  pre: [...document.querySelectorAll("pre")].map(p => p.textContent),
+  scripts: document.querySelectorAll("script").length,
+})"""
+
+
+def _check_loaded(page, step: int, timeout_s: float = 30.0) -> dict:
+    """Wait until the page shows ``step`` with every image loaded; check it and return the snapshot."""
+    deadline, snap = time.time() + timeout_s, None
+    while time.time() < deadline:
+        try:
+            snap = page.evaluate(SNAPSHOT)
+        except PlaywrightError:  # the context went away in a reload: look again
+            snap = None
+        if snap and snap["latest"] == str(step) and snap["complete"]:
+            break
+        time.sleep(0.2)
+    assert snap and snap["latest"] == str(step), snap
+    assert snap["first"] == str(step) and snap["h2"] == f"step {step}"  # the latest step comes first
+    assert snap["broken"] == []
+    assert snap["charts"] == ["reward curves per component", "gate verdict mix by step"]
     # Policy code is shown as text, never run.
-    assert EVIL in page.locator("pre").all_text_contents()
-    assert page.evaluate("document.querySelectorAll('section script').length") == 0
+    assert EVIL in snap["pre"] and snap["scripts"] == 0
+    return snap
 
 
 def test_gallery_from_disk_updates_while_the_run_goes_on(run, page):
     page.goto((run / "gallery.html").as_uri())
-    _check_loaded(page, 2)
-    assert page.locator("body").get_attribute("data-state") == "running"
-    assert "step 2/3" in page.locator("#status").inner_text()
+    assert _check_loaded(page, 2)["state"] == "running"
     _write(run, 3, running=False)  # the trainer's last write: no more reloads
-    _check_loaded(page, 3)  # the page reloaded itself
-    assert page.locator("body").get_attribute("data-state") == "finished"
+    assert _check_loaded(page, 3)["state"] == "finished"  # the page reloaded itself
+    assert "step 3/3" in page.locator("#status").inner_text()
     assert page.locator("meta[http-equiv='refresh']").count() == 0
     cards = page.locator("section[data-step='3'] .card")
     assert cards.count() == 4
