@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from brushrl.config import ActorPlacement, BrushRLConfig
 
-#: Logical CPUs the scorer actor reserves (``brushrl.reward.actor.make_scorer_actor``'s default).
+#: Logical CPUs the scorer actor reserves (the default of ``brushrl.reward.actor.make_scorer_actor``).
 SCORER_NUM_CPUS = 0.25
+#: Tolerance of float comparisons of resource amounts.
 _EPS = 1e-9
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ray
 
 from brushrl.config import PoolScorerConfig
+from brushrl.plan.resources import SCORER_NUM_CPUS
 from brushrl.pool import ReferencePool
 from brushrl.reward.pool_scorer import PoolSimilarityScorer
 
@@ -21,7 +22,7 @@ class PoolScorerActor:
         return self.scorer.score_many(pngs, ref_ids)
 
 
-def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = 0.25, placement=None):
+def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = SCORER_NUM_CPUS, placement=None):
     """Start a ``PoolScorerActor`` (restarted by Ray if it dies) with ``num_cpus`` logical CPUs and
     what ``placement`` (a ``config.ActorPlacement``, e.g. ``cfg.resources.scorer``) asks for."""
     from brushrl.plan.resources import ray_options
