@@ -114,6 +114,10 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     from test_metrics import documented_metrics
 
     documented = documented_metrics()
+    # A labelled counter is exported from its first event on (Ray cannot record a zero increment):
+    # None rewards are rare, so a 2-step run may have none.
+    if not sum(m["samples/none"] for m in metrics):
+        documented.pop("ray_brushrl_reward_none_total")
     text = _scrape(port, "ray_brushrl_learner_idle_share")
     missing = [name for name in documented if name not in text]
     assert not missing, f"documented metrics not on the Prometheus endpoint: {missing}"
