@@ -328,6 +328,7 @@ def test_cli_renders_and_prints_one_json_object(tmp_path):
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["verdict"] == "pass" and record["png"] == str(out) and record["paint_fraction"] > 0.02
+    assert record["brush_calls"]["vertex"] == 4 and record["cpu_s"] > 0 and record["actor_id"] == "local"
     assert Image.open(out).size == (SIZE, SIZE)
     sketch.write_text("function setup() { createCanvas(600, 600, WEBGL); nope(); }")
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
@@ -378,3 +379,171 @@ def test_pool_retries_a_job_whose_actor_died(pool):
     after = pool.ping()  # Ray restarted the killed actor
     assert after[0]["actor_id"] == victim["actor_id"] and after[0]["pid"] != victim["pid"]
     assert _gone_within(browsers, 10) == []  # its Chromium went with it
+
+
+def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
+    # Not a timed test: it checks that the benchmark measures what it claims, on real renders.
+    from brushrl.render.benchmark import print_report, run_benchmark
+
+    seen: list[tuple[int, int]] = []
+    report = run_benchmark(RenderConfig(num_cpus=0.5, deadline_s=240, attempts=1), [1, 2], sketches=2, repeats=2,
+                           on_render=lambda d, t: seen.append((d, t)))
+    assert report["sketches"] == ["corpus/peach_hibiscus", "skeleton"]
+    assert seen[-1] == (8, 8)
+    for n in ("1", "2"):
+        s = report["pools"][n]
+        assert s["ok"] == s["renders"] == 4
+        assert 0 < s["draw_p50_s"] <= s["wall_p50_s"] <= s["wall_p95_s"]
+        assert 0 < s["overhead_share"] < 1
+        assert s["cpu_s_mean"] > 0.1  # Chromium's processes did the drawing
+        assert s["peak_rss_mb_per_actor"] > 50 and s["renders_per_min"] > 0
+    assert report["pools"]["2"]["actors_seen"] == 2
+    det = report["determinism"]
+    assert det["all"]["renders"] == 8 and det["skeleton"]["renders"] == 4
+    assert det["all"]["diff_pixels"] < 0.005 and det["all"]["reward_delta"] < 0.01  # llvmpipe: exact
+    print_report(report)
+    json.dumps(report)  # serialisable as written by the CLI
+
+
+# ---------------------------------------------------------------------------------------- cache
+
+
+def test_render_cache_keeps_ok_and_error_in_an_lru_with_a_disk_tier(tmp_path):
+    from brushrl.render.cache import RenderCache, render_key
+    from brushrl.types import RenderResult
+
+    env = "p5+brush:abc chromium:1 gl:llvmpipe"
+    key = [render_key(f"code{i}", 1, SIZE, env) for i in range(4)]
+    assert len({*key, render_key("code0", 2, SIZE, env), render_key("code0", 1, 512, env),
+                render_key("code0", 1, SIZE, env.replace("gl:llvmpipe", "gl:swiftshader"))}) == 7
+    png = _png(np.full((8, 8, 3), 200, np.uint8))
+    cache = RenderCache(max_entries=2, disk_dir=tmp_path / "c")
+    assert cache.put(key[0], RenderResult("ok", png=png, wall_s=3.0, cpu_s=2.0, paint_fraction=0.5, brush_calls={"fill": 2}))
+    assert cache.put(key[1], RenderResult("error", js_errors=["boom"], wall_s=1.0))
+    assert not cache.put(key[2], RenderResult("timeout", wall_s=30.0))  # may be the machine's load
+    assert not cache.put(key[3], RenderResult("infra"))  # never the sketch's
+    assert cache.get(key[2]) is None and cache.get(key[3]) is None
+    hit = cache.get(key[0])
+    assert hit.cache_hit and hit.png == png and hit.wall_s == 0.0 and hit.cpu_s == 0.0 and hit.attempts == 0
+    assert hit.paint_fraction == 0.5 and hit.brush_calls == {"fill": 2}
+    assert cache.get(key[1]).js_errors == ["boom"]
+    assert cache.stats() == {"hits": 2, "misses": 2, "hit_rate": 0.5, "entries": 2}
+    # A fresh cache on the same folder (a restart) finds both on disk; memory holds at most 2.
+    again = RenderCache(max_entries=1, disk_dir=tmp_path / "c")
+    assert again.get(key[0]).png == png and again.get(key[1]).status == "error"
+    assert again.stats()["entries"] == 1
+    assert RenderCache(max_entries=4).get(key[0]) is None  # memory only: nothing shared
+
+
+def test_pool_cache_renders_identical_jobs_once(pool):
+    code = background_sketch("#123456")
+    before = dict(pool.cache.stats())
+    first = pool.render_many([(code, 5), (code, 5), (code, 6)])
+    assert [r.cache_hit for r in first] == [False, True, False]
+    assert first[1].png == first[0].png and first[1].wall_s == 0.0 and first[0].wall_s > 0
+    second = pool.render_many([(code, 5), (code, 6)])
+    assert all(r.cache_hit for r in second) and second[1].png == first[2].png
+    after = pool.cache.stats()
+    assert after["hits"] - before["hits"] == 3 and after["misses"] - before["misses"] == 2
+    assert "p5+brush:" in pool.ping()[0]["env"] and "gl:llvmpipe" in pool.ping()[0]["env"]
+
+
+# -------------------------------------------------------------------------------------- sandbox
+
+
+@pytest.fixture(scope="module")
+def listener():
+    """A TCP and a UDP socket on 127.0.0.1 recording every connection / datagram."""
+    tcp, udp = socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    udp.bind(("127.0.0.1", 0))
+    for s in (tcp, udp):
+        s.settimeout(0.1)
+    hits: list = []
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            for take in (lambda: tcp.accept(), lambda: udp.recvfrom(2048)):
+                try:
+                    hits.append(take())
+                except OSError:
+                    pass
+
+    threading.Thread(target=listen, daemon=True).start()
+    yield f"127.0.0.1:{tcp.getsockname()[1]}", hits
+    stop.set()
+
+
+#: One hostile sketch per sandbox rule: (setup body with {u} = the listener's host:port, text that
+#: must appear in ``refused``, expected status).
+HOSTILE = {
+    "event_source": ("new EventSource('http://{u}/es')", "connect-src", "ok"),
+    "send_beacon": ("navigator.sendBeacon('http://{u}/beacon', 'secret')", "http://{u}/beacon", "ok"),
+    "blob_worker": ("new Worker(URL.createObjectURL(new Blob(['fetch(\"http://{u}/w\")'])))", "worker-src", "ok"),
+    "shared_worker": ("try {{ new SharedWorker('/sw.js') }} catch (e) {{}}", "worker-src", "ok"),
+    "popup": ("window.open('http://{u}/popup')", "{u}/popup", "ok"),  # route and/or popup entry
+    "dialogs": ("alert('a'); confirm('b'); prompt('c')", "dialog prompt: c", "ok"),
+    "download": ("const a = document.createElement('a'); a.href = 'data:text/plain,x'; a.download = 'x.txt'; "
+                 "document.body.appendChild(a); a.click()", "download data:text/plain,x", "ok"),
+    "file_read": ("fetch('file:///etc/passwd').catch(() => {{}}); const x = new XMLHttpRequest(); "
+                  "try {{ x.open('GET', 'file:///etc/hostname'); x.send(); }} catch (e) {{}}", "file:///etc/passwd", "ok"),
+    "form_post": ("const f = document.createElement('form'); f.action = 'http://{u}/form'; f.method = 'post'; "
+                  "document.body.appendChild(f); f.submit()", "form-action", "ok"),
+    "navigate_away": ("location.href = 'http://{u}/nav'", "navigation ", "error"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(HOSTILE))
+def test_hostile_sketch_is_refused_recorded_and_nothing_gets_out(renderer, listener, rule):
+    addr, hits = listener
+    body, expect, status = HOSTILE[rule]
+    code = ("async function setup() { createCanvas(600, 600, WEBGL); " + body.format(u=addr) +
+            "; await new Promise((r) => setTimeout(r, 800)); noLoop(); }\nfunction draw() { background(200); }")
+    hits.clear()
+    res = renderer.render(code, 0, SIZE, 90, 1)
+    time.sleep(0.3)
+    assert res.status == status, (res.status, res.js_errors, res.detail)
+    assert any(expect.format(u=addr) in r for r in res.refused), res.refused
+    assert hits == []  # not even a TCP handshake (a navigation's preconnect did reach it without netns)
+    assert renderer.netns  # this machine has user namespaces; without them the preconnect leaks
+
+
+def test_page_over_the_memory_cap_is_killed_and_the_browser_lives_on():
+    with Renderer(gl_backend="llvmpipe", memory_cap_mb=512) as r:
+        browser_pid = r.procs.browser.pid
+        buffers = "async function setup() { createCanvas(600, 600, WEBGL); const a = []; while (true) a.push(new Uint8Array(32e6).fill(1)); }"
+        res = r.render(buffers, 0, SIZE, 60, 1)
+        assert res.status == "error" and res.js_errors[0].startswith("memory cap") and res.attempts == 1
+        assert any(x.startswith("memory ") for x in res.refused)
+        assert r.procs.browser.pid == browser_pid and r.procs.browser.is_running()  # same browser
+        ok(r.render(BLANK, 0, SIZE, 30, 1))
+        heap = "async function setup() { createCanvas(600, 600, WEBGL); const a = []; while (true) a.push(new Array(1e6).fill(Math.random())); }"
+        res = r.render(heap, 0, SIZE, 60, 1)  # V8 heap: --max-old-space-size (cap/2) or the RSS watch
+        print(f"\nV8 heap hog: {res.status} {res.js_errors[:1]} in {res.wall_s:.1f} s")
+        assert res.status == "error"
+        ok(r.render(BLANK, 0, SIZE, 30, 1))
+
+
+def test_wrong_canvas_size_fails_the_gate_from_the_png(renderer):
+    from brushrl.config import GateConfig
+    from brushrl.gate.runtime import check_runtime
+
+    res = ok(renderer.render(SKELETON.replace("createCanvas(600, 600", "createCanvas(640, 480"), 0, SIZE, 30, 1))
+    assert Image.open(io.BytesIO(res.png)).size == (640, 480)
+    assert check_runtime(res, GateConfig(), SIZE).verdict == "wrong_canvas_size"
+
+
+def test_p5_global_collision_is_a_clear_error_not_a_hang(renderer):
+    t = time.monotonic()
+    res = renderer.render("function log() {}\n" + SKELETON, 0, SIZE, 20, 1)
+    assert res.status == "error" and "log" in res.js_errors[0] and time.monotonic() - t < 15
+
+
+def test_brush_calls_are_counted_in_the_page(renderer):
+    res = ok(renderer.render(HEAVY, 3, SIZE, 60, 1))
+    assert res.brush_calls["fill"] == 19 and res.brush_calls["vertex"] == 72 and res.brush_calls["circle"] == 1
+    assert res.brush_calls["fillBleed"] == 15 and "Polygon" not in res.brush_calls
+    assert res.cpu_s > 0.1 and res.peak_rss_mb > 50
+

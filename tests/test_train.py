@@ -85,6 +85,7 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     run = tmp_path / "runs" / "e2e"
     assert gallery == run / "gallery.html" and gallery.exists()
     assert yaml.safe_load((run / "config.yaml").read_text())["run"]["steps"] == 2
+    assert json.loads((run / "pool.json").read_text())["version_id"].startswith("starter@v1+")
 
     rows = pd.read_parquet(run / "rollouts.parquet")
     assert len(rows) >= 2 * 3

@@ -15,6 +15,8 @@ _COMMAND_MODULES = (
     "brushrl.orchestrator.cli",  # train
     "brushrl.render.cli",  # render
     "brushrl.gate.cli",  # gate
+    "brushrl.pool.cli",  # pool
+    "brushrl.bench_cli",  # bench render
     "brushrl.plan.cli",  # config check, plan
     "brushrl.artifacts.cli",  # serve
 )

@@ -138,6 +138,9 @@ class RenderConfig(_Section):
     """Renderer actors, each holding one headless Chromium."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs each renderer actor reserves."""
+    pages_per_actor: int = Field(1, ge=1, le=16)
+    """Renders one actor runs at once (Ray ``max_concurrency``); each concurrent page gets its own
+    Chromium in its own actor thread (Playwright's sync API is per thread)."""
     canvas_size: int = Field(600, ge=64, le=4096)
     """Square canvas side in pixels; a sketch must ask for exactly this size."""
     deadline_s: float = Field(30.0, gt=0)
@@ -152,6 +155,25 @@ class RenderConfig(_Section):
     pixels between identical renders). Measurements: docs/perf/render.md."""
     max_restarts: int = Field(-1, ge=-1)
     """Ray restarts of a dead renderer actor (-1: unlimited)."""
+    memory_cap_mb: int = Field(2048, ge=128)
+    """RSS cap of a page's renderer process, MiB: a page above it is killed (status ``error``, the
+    actor and its browser live on). Checked every 40 ms, so an allocation burst can overshoot it
+    by what the page allocates in that time. The V8 heap alone is also capped by Chromium's
+    ``--js-flags=--max-old-space-size`` at half of this."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Ray custom resources each renderer actor requests, e.g. ``{renderer: 1}`` so that actors land
+    only on nodes started with ``--resources='{"renderer": N}'`` (CPU nodes; leaves GPUs alone).
+    Empty (default): no custom resource, so a local cluster works."""
+    cache_entries: int = Field(1024, ge=0)
+    """In-memory LRU render cache of the pool (entries; 0 disables). Keyed by hash(code, seed, size,
+    p5 + p5.brush file contents, Chromium version, gl backend); only ``ok`` and ``error`` renders
+    are cached (a timeout or infra failure may not repeat)."""
+    cache_dir: str | None = None
+    """Optional on-disk render cache folder shared by runs (null: memory only)."""
+    network_isolation: Literal["auto", "netns", "none"] = "auto"
+    """Run Chromium in an empty network namespace (``unshare -rn``): ``netns`` requires it, ``auto``
+    uses it where user namespaces work, ``none`` relies on route blocking + CSP + WebRTC policy
+    only, which let a navigation's preconnect reach 127.0.0.1 (measured; brushrl.render.netns)."""
 
 
 class GateConfig(_Section):
@@ -221,6 +243,40 @@ class LearnerConfig(_Section):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs the learner actor reserves."""
+
+
+class EndpointConfig(_Section):
+    """One OpenAI-compatible chat endpoint (``POST {base_url}/chat/completions``)."""
+
+    name: str
+    """Label recorded as each painting's ``source`` (e.g. ``qwen3-coder-30b``)."""
+    base_url: str
+    """API root including ``/v1``, e.g. ``http://127.0.0.1:8000/v1`` (vLLM) or a provider's."""
+    model: str
+    """Model name sent in the request."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (None: a placeholder key, for local servers)."""
+    temperature: float = Field(1.0, ge=0)
+    max_tokens: int = Field(4096, ge=16)
+    timeout_s: float = Field(300.0, gt=0)
+    """Seconds per request before it counts as failed (retried on the next ``pool build``)."""
+    max_retries: int = Field(2, ge=0)
+    """Retries of the OpenAI client on connection errors, 429 and 5xx."""
+
+
+class PoolBuildConfig(_Section):
+    """``brushrl pool build``: where candidate paintings come from."""
+
+    endpoints: list[EndpointConfig] = Field(default_factory=list)
+    """Model endpoints asked for sketches (empty: only ``--policy``, the local policy)."""
+    subjects: list[str] | None = None
+    """Subjects to paint (None: ``prompts.subjects``); the user prompt is ``prompts.template``."""
+    samples_per_prompt: int = Field(2, ge=1)
+    """Candidates per (source, subject) in round 0."""
+    refine_rounds: int = Field(0, ge=0)
+    """Rounds of VLM critique + revision per candidate (needs ``critic``; endpoints only)."""
+    critic: EndpointConfig | None = None
+    """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
 
 
 class NodeKindConfig(_Section):
@@ -326,6 +382,7 @@ class BrushRLConfig(_Section):
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     """Cluster shape, actor placement and stage-latency estimates (``brushrl config check``, ``brushrl plan``)."""
+    pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":

@@ -42,6 +42,7 @@ class PipelineMetrics:
         self.inflight = rm.Gauge("brushrl_inflight_groups", "Groups being generated, rendered or scored")
         self.renderers = rm.Gauge("brushrl_renderers", "Renderer actors in the pool")
         self.samples = rm.Counter("brushrl_samples_total", "Completions produced")
+        self.render_cache = rm.Gauge("brushrl_render_cache_hit_rate", "Render cache hit rate, last step")
         self.gate = rm.Counter("brushrl_gate_verdicts_total", "Gate verdicts", tag_keys=("verdict",))
         self.gate_pass = rm.Gauge("brushrl_gate_pass_rate", "Gate pass rate, last step")
         self.reward = rm.Gauge("brushrl_reward_mean", "Mean reward component, last step", tag_keys=("component",))
@@ -88,6 +89,7 @@ class PipelineMetrics:
             self.render_q.set(quantile(list(render_times), q), tags={"quantile": f"{q:g}"})
         self.renders_per_s.set(record.get("render/per_s", 0.0))
         self.render_s.set(record.get("render/mean_s", 0.0))
+        self.render_cache.set(record.get("render/cache_hit_rate", 0.0))
         self.gate_pass.set(record.get("gate/pass_rate", 0.0))
         for key, value in record.items():
             if key.startswith("reward/") and value is not None:

@@ -76,6 +76,12 @@ class RenderResult:
         attempts: render attempts used.
         actor_id: which renderer actor served it.
         detail: free text about an ``infra`` or ``timeout`` outcome.
+        cpu_s: CPU core-seconds (user + system) of all the browser's processes during the render
+            (``brushrl.render.procs``); 0.0 when served from the cache.
+        peak_rss_mb: largest summed RSS of the browser's processes seen during the render, MiB.
+        brush_calls: sketch calls of each ``brush.*`` function, counted in the page by wrapping
+            them (calls p5.brush makes internally are not counted).
+        cache_hit: served from the render cache (``brushrl.render.cache``) without rendering.
     """
 
     status: Literal["ok", "error", "timeout", "infra"]
@@ -89,6 +95,10 @@ class RenderResult:
     attempts: int = 1
     actor_id: str = ""
     detail: str = ""
+    cpu_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    brush_calls: dict[str, int] = field(default_factory=dict)
+    cache_hit: bool = False
 
 
 @dataclass

@@ -3,6 +3,7 @@
 Layout::
 
     config.yaml          the resolved config (defaults filled in)
+    pool.json            the reference pool version the run used (``ReferencePool.version_record``)
     rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``)
     metrics.jsonl        one JSON object per learner step
     png/step_0003/       the paintings, g<group>_s<sample>.png
@@ -63,6 +64,14 @@ def sample_row(sample: Sample, index: int, group_status: str) -> dict:
         "draw_s": render.draw_s if render else None,
         "score_s": sample.score_s,
         "paint_fraction": render.paint_fraction if render else None,
+        # per-render telemetry (brushrl.types.RenderResult); lists / dicts as JSON text
+        "render_cpu_s": render.cpu_s if render else None,
+        "render_cache_hit": render.cache_hit if render else None,
+        "render_actor_id": render.actor_id if render else None,
+        "brush_calls": json.dumps(render.brush_calls) if render else None,
+        "render_refused": json.dumps(render.refused) if render else None,
+        "render_js_errors": json.dumps(render.js_errors) if render else None,
+        "render_console": json.dumps(render.console) if render else None,
         "png": sample.png_path,
         "group_status": group_status,
     }
@@ -96,6 +105,11 @@ class RunDir:
 
     def save_config(self, cfg: BrushRLConfig) -> None:
         save_resolved(cfg, self.root / "config.yaml")
+
+    def save_pool(self, record: dict) -> None:
+        """Record the reference pool version used (``brushrl.pool.ReferencePool.version_record()``:
+        path, ``version_id`` = ``name@vN+hash12``, manifest SHA-256, tier counts) as ``pool.json``."""
+        atomic_write(self.root / "pool.json", json.dumps(record, indent=2) + "\n")
 
     def png_path(self, step: int, group_id: int, index: int) -> Path:
         folder = self.root / "png" / f"step_{step:04d}"

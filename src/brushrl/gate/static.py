@@ -229,6 +229,10 @@ class StaticAnalyzer:
         for node in _walk(self.root):
             if node.is_error or node.is_missing:
                 problems.append(node)
+            elif node.type == "arguments" and _has_hole(node):
+                # tree-sitter-javascript accepts `f(a, , b)`; V8 throws a SyntaxError (sampled
+                # sketches wrote `brush.vertex(314, , 313)`).
+                self.add(R.SYNTAX_ERROR, node, f"`{_snippet(node)}`: an empty argument")
             elif node.type.startswith("jsx_") or node.type == "export_statement":
                 what = "JSX" if node.type.startswith("jsx_") else "module `export`"
                 self.add(
@@ -746,3 +750,14 @@ def check_code(code: str, cfg: GateConfig, canvas_size: int) -> GateVerdict:
 def findings_for(code: str, cfg: GateConfig, canvas_size: int) -> list[Finding]:
     """Every finding for already-extracted code, in priority order (for tools and tests)."""
     return sorted(StaticAnalyzer(code, cfg, canvas_size).run(), key=lambda f: f.rank)
+
+
+def _has_hole(arguments: Node) -> bool:
+    """Whether an ``arguments`` node has an empty slot (``f(, a)`` or ``f(a, , b)``); a single
+    trailing comma (``f(a,)``) is valid JavaScript and not a hole."""
+    previous = None
+    for child in arguments.children:
+        if child.type == "," and previous in ("(", ","):
+            return True
+        previous = child.type
+    return False

@@ -103,7 +103,8 @@ class GroupProducer:
         for s, r in zip(todo, results):
             s.render = r
             counts.render[r.status] += 1
-            counts.render_s.append(r.wall_s)
+            if not r.cache_hit:  # a cache hit took no render time; render/cache_hit_rate counts it
+                counts.render_s.append(r.wall_s)
             try:
                 s.gate = check_runtime(r, self.cfg.gate, self.cfg.render.canvas_size)
             except InfraRender as exc:  # status infra, or an "ok" render without a readable PNG

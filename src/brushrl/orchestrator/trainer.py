@@ -102,6 +102,8 @@ class Trainer:
         cfg = warm_start_policy(cfg, system_prompt)
         self._say(f"[brushrl] policy ready ({cfg.policy.model}) in {time.perf_counter() - t0:.1f} s")
         pool = ReferencePool(cfg.reward.pool.path)
+        self.run_dir.save_pool(pool.version_record())
+        self._say(f"[brushrl] reference pool {pool.version_id}")
         render_pool = RenderPool(cfg.render, cfg.resources.renderer)
         try:
             learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
@@ -218,6 +220,7 @@ class Trainer:
             "render/p95_s": quantile(render_times, 0.95),
             "render/actors": len(producer.render_pool.actors),
             "staleness/max": staleness,
+            "render/cache_hit_rate": _share([s.render.cache_hit for s in samples if s.render is not None]),
             "time/gen_s": gen_s,
             "time/render_s": render_s,
             "time/score_s": score_s,
@@ -250,6 +253,11 @@ class Trainer:
             )
         self._say(f"[brushrl] groups: {dict(self.group_counts)}")
         self._say(f"[brushrl] gallery: {self.run_dir.gallery}")
+
+
+def _share(flags: list[bool]) -> float:
+    """Share of true values (0.0 for none)."""
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def _median(xs: list[float]) -> float:

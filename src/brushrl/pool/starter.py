@@ -19,6 +19,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from brushrl.pool.store import PoolWriter
+
 #: corpus sketch name -> tier, picked by eye from a contact sheet of the canonical renders
 #: (variant 0 of all 49 base sketches, ``--all``): ``love`` for the most watercolour-like ones.
 STARTER_TIERS: dict[str, str] = {
@@ -36,7 +38,8 @@ STARTER_TIERS: dict[str, str] = {
 
 
 def write_pool(out: Path, items: list[dict], thumb: int) -> None:
-    """Write PNGs and ``manifest.jsonl`` for ``items`` (dicts with id, tier, prompt, code, png bytes).
+    """Write PNGs and ``manifest.jsonl`` for ``items`` (dicts with id, tier, prompt, code, png bytes),
+    then publish the folder as version 1 (``pool.json``; see ``brushrl.pool.store``).
 
     Raises:
         FileExistsError: ``out`` already has a manifest (pools are immutable once written).
@@ -58,6 +61,7 @@ def write_pool(out: Path, items: list[dict], thumb: int) -> None:
             "code": item["code"],
         })
     (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    PoolWriter(out).publish(note="starter pool rendered from the brushrl corpus, rated by eye")
 
 
 def main(argv: list[str] | None = None) -> int:

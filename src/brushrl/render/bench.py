@@ -72,7 +72,7 @@ def _pool(args) -> None:
 
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    pool = RenderPool(RenderConfig(num_actors=args.actors, gl_backend=args.gl, deadline_s=300, attempts=1))
+    pool = RenderPool(RenderConfig(num_actors=args.actors, gl_backend=args.gl, deadline_s=300, attempts=1, cache_entries=0))
     pool.ping()
     t = time.monotonic()
     results = pool.render_many([(SKETCHES[args.sketch], args.seed)] * args.repeat)

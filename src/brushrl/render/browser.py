@@ -4,16 +4,21 @@ A ``Renderer`` owns one browser (Playwright sync API, Debian's ``/usr/bin/chromi
 each sketch in a fresh browser context + page, i.e. a fresh JS realm with no storage shared with
 the previous sketch. The page is the harness of ``brushrl.render.harness``; the network is closed
 by ``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
-(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``) and deleted WebRTC
-constructors.
+(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``), deleted WebRTC
+constructors and, where the machine allows, an empty network namespace around Chromium
+(``brushrl.render.netns``). Dialogs are dismissed, popups closed, downloads refused, and every
+refusal is listed in ``RenderResult.refused``. While it waits, the renderer samples the browser's
+processes (``brushrl.render.procs``): CPU core-seconds and peak memory go into the result, and a
+page whose renderer process passes the memory cap is killed.
 
 Outcome classification (``RenderResult.status``):
 
 * ``ok``: the sketch finished (setup returned and, if it has ``draw``, one frame completed) and
   the canvas was captured with ``toDataURL`` inside the page.
 * ``error``: an uncaught exception or unhandled rejection in the page (a sketch fault; it is not
-  retried, rendering is deterministic), or the page's renderer process crashed twice, the second
-  time in a freshly launched browser (e.g. the sketch exhausted memory).
+  retried, rendering is deterministic), the page passed the memory cap and was killed, the sketch
+  navigated the page away, or the page's renderer process crashed twice, the second time in a
+  freshly launched browser (e.g. the sketch exhausted V8's heap).
 * ``timeout``: the sketch started but no finished canvas came within ``deadline_s``, on every
   attempt (infinite loop, an await that never resolves). The runaway page is closed with its
   context; Python never evaluates in the page, so a busy page cannot block it (a Playwright
@@ -26,7 +31,9 @@ Outcome classification (``RenderResult.status``):
 from __future__ import annotations
 
 import base64
+import os
 import secrets
+import signal
 import threading
 import time
 from pathlib import Path
@@ -40,6 +47,8 @@ from playwright.sync_api import sync_playwright
 from brushrl.config import RenderConfig
 from brushrl.render.harness import ORIGIN, csp, load_assets, page_html
 from brushrl.render.paint import paint_fraction
+from brushrl.render.netns import network_launcher
+from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
 from brushrl.types import RenderResult
 
 #: Flags for every launch: no sandbox (we run as root), no background traffic of Chromium's own, and
@@ -71,6 +80,8 @@ POLL_MS = 40
 """How often (ms) Python checks for the page's report; the wait runs in the Playwright driver."""
 MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
 _CRASH = "page crashed"
+MEMORY_CAP = "memory cap"
+"""Prefix of the ``js_errors`` entry (and ``refused`` entry) of a page killed for its memory."""
 
 
 _local = threading.local()
@@ -105,6 +116,13 @@ class Renderer:
             (``brushrl.render.harness.find_js_dir``).
         actor_id: written into every ``RenderResult.actor_id``.
         extra_args: more Chromium flags (benchmarks).
+        memory_cap_mb: RSS cap of the page's renderer process (MiB; None: no cap). Above it the
+            process is killed and the render is a sketch ``error`` whose first ``js_errors`` entry
+            starts with ``MEMORY_CAP``; the browser lives on. V8's old space is limited to half of
+            it with ``--js-flags=--max-old-space-size`` (an ArrayBuffer is not V8 heap, hence the
+            RSS watch). Checked every ``POLL_MS``.
+        network_isolation: ``"auto"`` / ``"netns"`` / ``"none"``: run Chromium in an empty network
+            namespace (``brushrl.render.netns``); ``self.netns`` says whether it is.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -118,10 +136,18 @@ class Renderer:
         js_dir: str | Path | None = None,
         actor_id: str = "local",
         extra_args: tuple[str, ...] = (),
+        memory_cap_mb: int | None = 2048,
+        network_isolation: str = "auto",
     ):
         self._assets = load_assets(Path(js_dir) if js_dir else None)
-        self._args = [*BASE_ARGS, *GL_ARGS[gl_backend], *extra_args]
-        self._chromium = chromium_path
+        self._marker = new_marker()
+        heap = (f"--js-flags=--max-old-space-size={memory_cap_mb // 2}",) if memory_cap_mb else ()
+        self._args = [*BASE_ARGS, *GL_ARGS[gl_backend], *heap, self._marker, *extra_args]
+        self.memory_cap_mb = memory_cap_mb
+        self.procs: ChromiumProcesses | None = None
+        """The browser's processes (None if they could not be found: no CPU/memory figures, no cap)."""
+        self._chromium, self.netns = network_launcher(chromium_path, network_isolation)
+        self.gl_backend = gl_backend
         self.actor_id = actor_id
         self._pw = _acquire_playwright()
         self._browser = None
@@ -134,12 +160,31 @@ class Renderer:
     @classmethod
     def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
         """A renderer for a ``brushrl.config.RenderConfig``."""
-        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id)
+        return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb,
+                   network_isolation=cfg.network_isolation)
+
+    @property
+    def browser_version(self) -> str:
+        """Chromium's version string, e.g. ``156.0.8078.108``."""
+        return self._browser.version
+
+    @property
+    def env(self) -> str:
+        """What besides code, seed and size decides the painting: ``p5+brush:<digest>
+        chromium:<version> gl:<backend>`` (the render cache's key part, ``brushrl.render.cache``)."""
+        from brushrl.render.cache import library_digest
+
+        return f"p5+brush:{library_digest(self._assets)} chromium:{self.browser_version} gl:{self.gl_backend}"
 
     def _launch(self) -> None:
         self._browser = self._pw.chromium.launch(
             executable_path=self._chromium, headless=True, args=self._args
         )
+        self.procs = ChromiumProcesses.find(self._marker)
+
+    def usage(self) -> Usage:
+        """CPU and memory of the browser's processes now (zeros if they are unknown)."""
+        return self.procs.usage() if self.procs else Usage(renderer_rss_mb={})
 
     def _relaunch(self) -> None:
         try:
@@ -183,15 +228,20 @@ class Renderer:
             captured ``size`` x ``size`` RGBA PNG when status is ``ok``.
         """
         start = time.monotonic()
-        used = 0
+        used, cpu_s, peak = 0, 0.0, 0.0
+
+        def attempt() -> RenderResult:
+            nonlocal used, cpu_s, peak
+            r = self._attempt(code, seed, size, deadline_s)
+            used, cpu_s, peak = used + 1, cpu_s + r.cpu_s, max(peak, r.peak_rss_mb)
+            return r
+
         for _ in range(max(1, attempts)):
-            result = self._attempt(code, seed, size, deadline_s)
-            used += 1
+            result = attempt()
             if result.status == "infra":
                 crashed = result.detail.startswith(_CRASH)
                 self._safe_relaunch(result)
-                result = self._attempt(code, seed, size, deadline_s)
-                used += 1
+                result = attempt()
                 if result.status == "infra" and crashed and result.detail.startswith(_CRASH):
                     result.status = "error"
                     result.js_errors.append("the page's renderer process crashed twice")
@@ -199,7 +249,7 @@ class Renderer:
                     self._safe_relaunch(result)
             if result.status != "timeout":
                 break
-        result.attempts = used
+        result.attempts, result.cpu_s, result.peak_rss_mb = used, cpu_s, peak
         result.wall_s = time.monotonic() - start
         result.actor_id = self.actor_id
         return result
@@ -223,6 +273,51 @@ class Renderer:
         refused: list[str] = []
         console: list[str] = []
         crashed: list[bool] = []
+        killed: list[str] = []  # why the page's renderer process was killed (memory cap)
+        u0 = self.usage()
+        peak = [u0.rss_mb]
+
+        def refuse(what: str) -> None:
+            if len(refused) < MAX_REFUSED:
+                refused.append(what[:MAX_CHARS])
+
+        def watch() -> None:
+            """Sample the browser's processes: peak memory, and kill a page over the cap."""
+            u = self.usage()
+            peak[0] = max(peak[0], u.rss_mb)
+            for pid, rss in (u.renderer_rss_mb or {}).items():
+                if self.memory_cap_mb and rss > self.memory_cap_mb and not killed:
+                    killed.append(f"{MEMORY_CAP}: the page's renderer process used {rss:.0f} MiB "
+                                  f"> {self.memory_cap_mb} MiB and was killed")
+                    refuse(f"memory {rss:.0f} MiB > cap {self.memory_cap_mb} MiB")
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+
+        def on_dialog(dialog) -> None:
+            refuse(f"dialog {dialog.type}: {dialog.message}")
+            try:
+                dialog.dismiss()
+            except PlaywrightError:
+                pass
+
+        def on_popup(popup) -> None:
+            refuse(f"popup {popup.url}")
+            try:
+                popup.close()
+            except PlaywrightError:
+                pass
+
+        def on_download(download) -> None:
+            refuse(f"download {download.url}")
+
+        left: list[str] = []  # the main frame navigated away from the harness (it is gone)
+
+        def on_navigated(frame) -> None:
+            if frame.parent_frame is None and frame.url != ORIGIN + "/" and not left:
+                left.append(frame.url)
+                refuse(f"navigation {frame.url}")
         events: list[dict] = []  # the page's reports: {"phase": "sketch"}, then {"phase": "done", ...}
 
         def route(r) -> None:
@@ -233,14 +328,13 @@ class Renderer:
             elif path in self._assets:
                 r.fulfill(body=self._assets[path], headers={**headers, "Content-Type": "text/javascript"})
             else:
-                if len(refused) < MAX_REFUSED:
-                    refused.append(f"route {r.request.method} {url}"[:MAX_CHARS])
+                refuse(f"route {r.request.method} {url}")
                 r.abort("blockedbyclient")
 
         def on_console(msg) -> None:
             # Chromium reports every CSP block (fetch, image, eval, ...) as a console error.
-            if "Content Security Policy" in msg.text and len(refused) < MAX_REFUSED:
-                refused.append(f"csp {msg.text}"[:MAX_CHARS])
+            if "Content Security Policy" in msg.text:
+                refuse(f"csp {msg.text}")
             if len(console) < MAX_CONSOLE and "GL Driver Message" not in msg.text:  # ANGLE perf notes
                 console.append(f"{msg.type}: {msg.text}"[:MAX_CHARS])
 
@@ -252,26 +346,40 @@ class Renderer:
             if self._browser is None or not self._browser.is_connected():
                 return RenderResult("infra", detail="browser is not connected")
             context = self._browser.new_context(
-                viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block"
+                viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block",
+                accept_downloads=False,
             )
             context.route("**/*", route)
             context.expose_binding(binding, lambda _source, event: events.append(event))
             page = context.new_page()
+            context.on("page", on_popup)  # registered after our own page: every later page is a popup
             page.on("console", on_console)
             page.on("crash", lambda _: crashed.append(True))
+            page.on("dialog", on_dialog)
+            page.on("download", on_download)
+            page.on("framenavigated", on_navigated)
             page.goto(ORIGIN + "/", wait_until="commit", timeout=left_ms())
             # Wait in the driver, not in the page: the binding callback runs during these waits.
-            while not done() and not crashed and time.monotonic() - start < deadline_s:
+            while not done() and not crashed and not left and time.monotonic() - start < deadline_s:
                 page.wait_for_timeout(min(POLL_MS, left_ms()))
-            if crashed and not done():
+                watch()
+            if crashed and not done() and not killed:
                 raise PlaywrightError("the page's renderer process crashed")
         except PlaywrightTimeoutError:  # the document did not even commit before the deadline
             pass
         except PlaywrightError as exc:
-            what = _CRASH if crashed else "playwright error"
-            return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
+            if not killed:
+                what = _CRASH if crashed else "playwright error"
+                return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
         finally:
             self._dispose(context)
+        u1 = self.usage()
+        meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb)}
+        if killed:
+            return RenderResult("error", js_errors=killed, console=console, refused=refused, **meter)
+        if left and not done():
+            return RenderResult("error", js_errors=[f"the sketch navigated the page away (to {left[0]})"[:MAX_CHARS]],
+                                console=console, refused=refused, **meter)
 
         state = done()
         if state is None:
@@ -282,8 +390,10 @@ class Renderer:
                 + ("" if started else " and the page never reached the sketch (machine overloaded?)"),
                 console=console,
                 refused=refused,
+                **meter,
             )
-        common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"])}
+        common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"]),
+                  "brush_calls": dict(state.get("calls") or {}), **meter}
         if state["errors"]:
             return RenderResult("error", js_errors=list(state["errors"]), **common)
         if not state["png"]:

@@ -1,8 +1,8 @@
 """``brushrl render SKETCH.js``: render one sketch locally (one Chromium, no Ray).
 
 Prints one JSON object with ``--json`` (``verdict``, ``png``, ``status``, ``wall_s``, ``draw_s``,
-``paint_fraction``, ``attempts``, ``js_errors``, ``refused``, ``console``, ``detail``), else a short
-line. ``verdict`` is ``pass`` for an ok render with paint, otherwise ``blank_canvas``,
+``cpu_s``, ``peak_rss_mb``, ``paint_fraction``, ``attempts``, ``brush_calls``, ``js_errors``,
+``refused``, ``console``, ``actor_id``, ``detail``), else a short line. ``verdict`` is ``pass`` for an ok render with paint, otherwise ``blank_canvas``,
 ``render_error``, ``render_timeout`` or ``infra`` (the gate refines this). Exit code 0 when the
 render is ok, 1 otherwise, 2 for a bad config or unreadable sketch.
 """
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # Playwright is imported only when the command runs.
     from brushrl.render.browser import Renderer
 
-    with Renderer(rc.chromium_path, args.gl or rc.gl_backend) as renderer:
+    with Renderer.from_config(rc.model_copy(update={"gl_backend": args.gl or rc.gl_backend})) as renderer:
         result = renderer.render(
             code, args.seed, args.size or rc.canvas_size, args.deadline or rc.deadline_s, rc.attempts
         )
@@ -72,11 +72,15 @@ def run(args: argparse.Namespace) -> int:
             "status": result.status,
             "wall_s": round(result.wall_s, 3),
             "draw_s": round(result.draw_s, 3),
+            "cpu_s": round(result.cpu_s, 3),
+            "peak_rss_mb": round(result.peak_rss_mb, 1),
             "paint_fraction": round(result.paint_fraction, 5),
             "attempts": result.attempts,
+            "brush_calls": result.brush_calls,
             "js_errors": result.js_errors,
             "refused": result.refused,
             "console": result.console,
+            "actor_id": result.actor_id,
             "detail": result.detail,
         }
         print(json.dumps(record))

@@ -21,7 +21,8 @@ Script order inside ``<head>``:
 
 "Finish" captures the canvas with ``toDataURL`` inside the page (a page screenshot loses the WEBGL
 back buffer) and pushes ``{phase: "done", errors, png, frames, draw_s}`` to Python once; the first error
-finishes too, without a capture. Python never evaluates in the page, so a sketch stuck in
+finishes too, without a capture. ``calls`` counts the sketch's ``brush.*`` calls by method (every
+function of the ``brush`` object is wrapped just before the sketch runs). Python never evaluates in the page, so a sketch stuck in
 ``while (true) {}`` cannot block the renderer: it just never reports and its context is closed at
 the deadline.
 """
@@ -56,6 +57,7 @@ PRELUDE_JS = r"""
   delete window[%(binding)s];
   const errors = [];
   let frames = 0, t0 = performance.now(), sent = false;
+  const calls = {};  // brush method -> calls made by the sketch (wrappers installed in sketchStarting)
   const say = (x) => { try { return String(x && x.stack ? x.stack : x).slice(0, 300); } catch (e) { return '?'; } };
   const canvas = () => (window.p5 && p5.instance && p5.instance._renderer && p5.instance._renderer.canvas)
     || document.querySelector('canvas');
@@ -65,7 +67,7 @@ PRELUDE_JS = r"""
     let png = null;
     try { const c = errors.length ? null : canvas(); png = c ? c.toDataURL('image/png') : null; }
     catch (e) { errors.push('capture failed: ' + say(e)); }
-    report({ phase: 'done', errors: errors.slice(0, 20), png, frames,
+    report({ phase: 'done', errors: errors.slice(0, 20), png, frames, calls,
              draw_s: (performance.now() - t0) / 1000 });
   };
   addEventListener('error', (e) => {
@@ -80,7 +82,19 @@ PRELUDE_JS = r"""
   });
   addEventListener('unhandledrejection', (e) => { errors.push('unhandled rejection: ' + say(e.reason)); finish(); });
   Object.defineProperty(window, '__brushrl', { value: Object.freeze({
-    sketchStarting() { report({ phase: 'sketch' }); },
+    sketchStarting() {
+      // Count the sketch's brush.* calls by wrapping every function of the library object; p5.brush
+      // calls its own internals directly, so only the sketch's calls are counted.
+      const b = window.brush;
+      if (b && typeof b === 'object') {
+        for (const k of Object.keys(b)) {
+          const f = b[k];
+          if (typeof f !== 'function' || /^[A-Z]/.test(k)) continue;  // skip classes (Plot, Polygon...)
+          b[k] = function () { calls[k] = (calls[k] || 0) + 1; return f.apply(this, arguments); };
+        }
+      }
+      report({ phase: 'sketch' });
+    },
     setupStarted() { t0 = performance.now(); },
     setupFinished() { if (typeof window.draw !== 'function') finish(); },
     frameFinished() { frames += 1; finish(); },

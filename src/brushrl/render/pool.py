@@ -1,7 +1,8 @@
-"""A pool of Ray actors, each owning one headless Chromium (``Renderer``).
+"""A pool of Ray actors, each owning ``pages_per_actor`` headless Chromiums (``Renderer``).
 
-``RenderPool.render_many`` hands each idle actor one job at a time (so no actor holds two jobs
-while another is idle) and returns results in job order. A job whose actor died mid-render (or whose
+``RenderPool.render_many`` hands each free page of an actor one job at a time (so no actor holds
+more jobs than pages, and every actor gets a job before any gets a second) and returns results in
+job order. A job whose actor died mid-render (or whose
 call raised) is retried once, on another actor when the pool has one; Ray restarts the dead actor
 (``max_restarts``). A job that fails twice becomes ``RenderResult(status="infra")``, which the
 reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
@@ -11,39 +12,65 @@ job elsewhere when its actor dies.
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ray
 
 from brushrl.config import RenderConfig
 from brushrl.render.browser import Renderer
+from brushrl.render.cache import RenderCache, as_hit, render_key
 from brushrl.types import RenderResult
 
 
 class RendererWorker:
-    """Body of the renderer actor: one ``Renderer`` configured by a ``RenderConfig``.
+    """Body of the renderer actor: ``Renderer``s configured by a ``RenderConfig``.
 
-    Use ``RendererActor`` / ``create_renderer_actor`` to run it as a Ray actor.
+    With ``cfg.pages_per_actor = k`` the actor runs up to k renders at once (Ray
+    ``max_concurrency=k``): Playwright's sync API binds a browser to the thread that launched it,
+    so each of the actor's threads lazily gets its own ``Renderer`` (own Playwright driver and
+    Chromium). The one for the constructing thread is launched at once, so a Chromium that cannot
+    start fails the actor's creation. Use ``RendererActor`` / ``create_renderer_actor``.
     """
 
     def __init__(self, cfg: RenderConfig):
         self._cfg = cfg
         actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
-        self._renderer = Renderer.from_config(cfg, actor_id=actor_id or f"pid-{os.getpid()}")
+        self._actor_id = actor_id or f"pid-{os.getpid()}"
+        self._local = threading.local()
+        self._renderers: list[tuple[int, Renderer]] = []  # (thread id, renderer)
+        self._lock = threading.Lock()
+        self._renderer()
+
+    def _renderer(self) -> Renderer:
+        """The calling thread's renderer (launched on first use)."""
+        r = getattr(self._local, "renderer", None)
+        if r is None:
+            r = self._local.renderer = Renderer.from_config(self._cfg, actor_id=self._actor_id)
+            with self._lock:
+                self._renderers.append((threading.get_ident(), r))
+        return r
 
     def render(self, code: str, seed: int) -> RenderResult:
         """Render ``code`` with the configured canvas size, deadline and attempts."""
         c = self._cfg
-        return self._renderer.render(code, seed, c.canvas_size, c.deadline_s, c.attempts)
+        return self._renderer().render(code, seed, c.canvas_size, c.deadline_s, c.attempts)
 
     def ping(self) -> dict:
-        """Liveness check: ``{"actor_id": str, "pid": int}``."""
-        return {"actor_id": self._renderer.actor_id, "pid": os.getpid()}
+        """Liveness check: ``{"actor_id": str, "pid": int, "env": Renderer.env, "browsers": int}``."""
+        r = self._renderer()
+        return {"actor_id": r.actor_id, "pid": os.getpid(), "env": r.env, "browsers": len(self._renderers)}
 
     def close(self) -> None:
-        """Shut the browser down (before the actor is killed)."""
-        self._renderer.close()
+        """Shut down the browsers this thread owns (before the actor is killed); browsers of other
+        threads cannot be driven from here and end with the actor process (their Playwright driver
+        exits when its pipe to the actor closes)."""
+        me = threading.get_ident()
+        for tid, r in self._renderers:
+            if tid == me:
+                r.close()
 
 
 #: The Ray actor class. Resources and restarts come from the config: see ``create_renderer_actor``.
@@ -51,13 +78,22 @@ RendererActor = ray.remote(RendererWorker)
 
 
 def create_renderer_actor(cfg: RenderConfig, placement=None):
-    """Start one renderer actor with ``num_cpus=cfg.num_cpus``, ``max_restarts=cfg.max_restarts`` and
-    what ``placement`` (a ``config.ActorPlacement``, e.g. ``cfg.resources.renderer``) asks for, such
-    as ``{renderer: 1}`` (requires ``ray.init``). Returns its ``ActorHandle``."""
+    """Start one renderer actor (requires ``ray.init``) with ``num_cpus=cfg.num_cpus``, the custom
+    resources ``cfg.resources`` plus what ``placement`` (a ``config.ActorPlacement``, e.g.
+    ``cfg.resources.renderer`` of the run config) asks for (e.g. ``{"renderer": 1}``: it then waits for
+    a node that offers them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
+    Returns its ``ActorHandle``."""
     from brushrl.plan.resources import ray_options
 
     options = ray_options(placement) if placement is not None else {}
-    return RendererActor.options(num_cpus=cfg.num_cpus, max_restarts=cfg.max_restarts, **options).remote(cfg)
+    resources = {**cfg.resources, **options.pop("resources", {})}
+    return RendererActor.options(
+        num_cpus=cfg.num_cpus,
+        resources=resources or None,
+        max_concurrency=cfg.pages_per_actor,
+        max_restarts=cfg.max_restarts,
+        **options,
+    ).remote(cfg)
 
 
 @dataclass
@@ -81,6 +117,10 @@ class RenderPool:
     them. ``resize(n)`` grows or shrinks the pool between ``render_many`` calls: actors added later
     join when they have started (an actor waiting for a node, e.g. for the autoscaler to add one with
     a free ``renderer`` resource, never holds a job). Call ``shutdown()`` when done.
+
+    Render cache (``brushrl.render.cache``): with ``cfg.cache_entries > 0`` or ``cfg.cache_dir``,
+    ``render_many`` answers jobs seen before from ``self.cache`` and renders a job repeated within
+    one batch once; ``self.cache.stats()`` has the hit rate, and each result says ``cache_hit``.
     """
 
     def __init__(self, cfg: RenderConfig, placement=None):
@@ -91,6 +131,8 @@ class RenderPool:
         #: (the trainer publishes it as the render queue depth); None: not called.
         self.on_progress = None
         self._starting: dict = {}  # ping ObjectRef -> actor added by resize(), not started yet
+        self.cache = RenderCache(cfg.cache_entries, cfg.cache_dir) if cfg.cache_entries or cfg.cache_dir else None
+        self._env: str | None = None
 
     @property
     def size(self) -> int:
@@ -129,7 +171,7 @@ class RenderPool:
             ray.kill(actor, no_restart=True)
             return
         self.actors.append(actor)
-        idle.append(len(self.actors) - 1)
+        idle.extend([len(self.actors) - 1] * self.cfg.pages_per_actor)
 
     def ping(self, timeout_s: float = 120.0) -> list[dict]:
         """``RendererWorker.ping`` of every actor (waits for them to start).
@@ -139,16 +181,23 @@ class RenderPool:
         """
         return ray.get([a.ping.remote() for a in self.actors], timeout=timeout_s)
 
-    def render_many(self, jobs: list[tuple[str, int]]) -> list[RenderResult]:
+    def render_many(
+        self, jobs: list[tuple[str, int]], on_result: Callable[[int, RenderResult], None] | None = None
+    ) -> list[RenderResult]:
         """Render ``(code, seed)`` jobs across the actors; results are in job order.
+
+        ``on_result(job_index, result)``, if given, is called as each job finishes (progress).
 
         Never raises for a failed job: a job whose actor died (``RayActorError``,
         ``ActorDiedError``, ``ActorUnavailableError``) or whose call raised is retried once, on a
         different actor when there is one, and otherwise comes back with ``status="infra"``.
         """
         results: list[RenderResult | None] = [None] * len(jobs)
-        pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs))
-        idle = deque(range(len(self.actors)))
+        keys, first_of = self._lookup(jobs, results, on_result)
+        pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs) if results[i] is None
+                        and first_of.get(keys[i], i) == i)
+        # one entry per free page, interleaved so that every actor gets a job before any gets two
+        idle = deque(s for _ in range(self.cfg.pages_per_actor) for s in range(len(self.actors)))
         inflight: dict = {}  # ObjectRef -> (job, actor slot)
         while pending or inflight:
             self._dispatch(pending, idle, inflight)
@@ -167,13 +216,53 @@ class RenderPool:
                 job.avoid, job.last_error = slot, f"{type(exc).__name__}: {exc}"[:500]
                 if job.tries < 2:
                     pending.appendleft(job)
-                else:
-                    results[job.index] = RenderResult(
-                        "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
-                    )
+                    continue
+                results[job.index] = RenderResult(
+                    "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
+                )
+            if on_result is not None:
+                on_result(job.index, results[job.index])
+        if first_of:
+            self._fill_repeats(keys, first_of, results, on_result)
         if self.on_progress is not None:
             self.on_progress(0, 0)
         return results  # type: ignore[return-value]
+
+    def _lookup(self, jobs, results, on_result) -> tuple[list[str | None], dict[str, int]]:
+        """Fill ``results`` from the cache; returns each job's key (None without a cache) and, per
+        key, the first job index that has to be rendered."""
+        if self.cache is None:
+            return [None] * len(jobs), {}
+        if self._env is None:  # same libraries + browser + backend on every actor (one image)
+            try:
+                self._env = " | ".join(sorted({p["env"] for p in self.ping()}))
+            except Exception:  # noqa: BLE001 - an actor down: render this batch without the cache
+                return [None] * len(jobs), {}
+        keys = [render_key(code, seed, self.cfg.canvas_size, self._env) for code, seed in jobs]
+        first_of: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            if key in first_of:
+                continue  # a repeat within the batch: answered from its first job
+            hit = self.cache.get(key)
+            if hit is None:
+                first_of[key] = i
+            else:
+                results[i] = hit
+                if on_result is not None:
+                    on_result(i, hit)
+        return keys, first_of
+
+    def _fill_repeats(self, keys, first_of, results, on_result) -> None:
+        """Store the rendered results and answer the batch's repeated jobs from their first job
+        (as hits, whatever its status: the same sketch was just rendered)."""
+        for key, i in first_of.items():
+            self.cache.put(key, results[i])
+        for i, key in enumerate(keys):
+            if results[i] is None:
+                results[i] = as_hit(results[first_of[key]])
+                self.cache.hits += 1
+                if on_result is not None:
+                    on_result(i, results[i])
 
     def _dispatch(self, pending: deque, idle: deque, inflight: dict) -> None:
         """Give idle actors pending jobs, one each; a retried job avoids the actor that failed it

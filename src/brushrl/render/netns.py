@@ -1,0 +1,75 @@
+"""Run Chromium in an empty network namespace (``unshare -n`` as root, else ``unshare -rn``; util-linux).
+
+Why: the page's own defences (route interception, CSP, WebRTC policy) stop every request, but not
+Chromium's speculative *preconnect*: a sketch that opens a popup, submits a form or navigates to
+``http://127.0.0.1:PORT/`` made a TCP connection reach a listener on that port although the request
+itself was aborted or refused (measured, Chromium 156). In a network namespace of its own Chromium
+has only a loopback that is down and no route anywhere, so nothing it opens leaves it; Playwright
+talks to it over a pipe (``--remote-debugging-pipe``) and is unaffected.
+
+As root ``unshare -n`` suffices; other users need unprivileged user namespaces (``-rn``). Where
+neither works (some container runtimes) ``network_launcher`` says so and the caller falls back to
+the page defences. Cost: none measurable (skeleton, llvmpipe, 3 alternating pairs each, shared box:
+``-n`` 2.07-2.57 vs 2.41-2.86 core-s without; ``-rn`` 3.92-4.01 vs 4.62-4.87 at higher load).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def unshare_flags() -> str:
+    """``-n`` as root (a network namespace only), else ``-rn`` (inside a new user namespace)."""
+    return "-n" if os.geteuid() == 0 else "-rn"
+
+
+@functools.cache
+def netns_available() -> bool:
+    """Whether ``unshare <unshare_flags()> true`` works on this machine (cached per process)."""
+    exe = shutil.which("unshare")
+    if exe is None:
+        return False
+    try:
+        return subprocess.run([exe, unshare_flags(), "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def network_launcher(chromium_path: str, mode: str) -> tuple[str, bool]:
+    """The executable to launch and whether it isolates the network.
+
+    Args:
+        chromium_path: the real Chromium executable.
+        mode: ``"netns"`` (required: raise if unavailable), ``"auto"`` (netns when available) or
+            ``"none"`` (``chromium_path`` unchanged).
+
+    Returns:
+        ``(executable, isolated)``; with isolation, ``executable`` is a two-line shell wrapper
+        ``exec unshare -n|-rn -- CHROMIUM "$@"`` in the temp folder (one per Chromium path and user).
+
+    Raises:
+        RuntimeError: ``mode == "netns"`` and ``unshare`` does not work here.
+        ValueError: unknown ``mode``.
+    """
+    if mode not in ("netns", "auto", "none"):
+        raise ValueError(f"render.network_isolation must be netns, auto or none, not {mode!r}")
+    if mode == "none" or (mode == "auto" and not netns_available()):
+        return chromium_path, False
+    if not netns_available():
+        raise RuntimeError(f"render.network_isolation=netns but `unshare {unshare_flags()} true` fails on this "
+                           "machine (no namespaces for this user); use auto or none")
+    tag = hashlib.sha256(chromium_path.encode()).hexdigest()[:12]
+    wrapper = Path(tempfile.gettempdir()) / f"brushrl-chromium-netns-{tag}-{os.getuid()}"
+    text = f'#!/bin/sh\nexec {shutil.which("unshare")} {unshare_flags()} -- {chromium_path} "$@"\n'
+    if not wrapper.exists() or wrapper.read_text() != text:
+        tmp = wrapper.with_name(wrapper.name + f".{os.getpid()}")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, wrapper)
+    return str(wrapper), True
