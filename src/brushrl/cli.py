@@ -17,6 +17,8 @@ _COMMAND_MODULES = (
     "brushrl.gate.cli",  # gate
     "brushrl.pool.cli",  # pool
     "brushrl.bench_cli",  # bench render
+    "brushrl.plan.cli",  # config check, plan
+    "brushrl.artifacts.cli",  # serve
 )
 
 

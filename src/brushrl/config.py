@@ -411,6 +411,95 @@ class PoolBuildConfig(_Section):
     """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
 
 
+class NodeKindConfig(_Section):
+    """One kind of node in the cluster shape that ``brushrl config check`` and ``brushrl plan``
+    reason about. Ray discovers the real nodes itself; keep these numbers equal to the node types of
+    ``cluster/aws.yaml`` / ``cluster/kuberay/*.yaml`` (or to the one machine of a local run)."""
+
+    cpus: float = Field(ge=0)
+    """CPUs (vCPUs) Ray advertises on one node of this kind (``ray start --num-cpus``; 0 for a head
+    that runs only the driver)."""
+    gpus: int = Field(0, ge=0)
+    """GPUs on one node."""
+    gpu_type: str | None = None
+    """GPU model, e.g. ``H200``; GPU-hours in ``brushrl plan`` are counted per type."""
+    memory_gb: float = Field(gt=0)
+    """Memory of one node available to actors, GiB."""
+    count: int = Field(1, ge=1)
+    """Nodes of this kind the plan may use (an autoscaling group: its maximum)."""
+    min_count: int | None = Field(None, ge=0)
+    """Nodes of this kind always up (None: ``count``); an autoscaling group starts at this many."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources one node advertises, e.g. ``{renderer: 14}`` (cluster/aws.yaml ``resources``)."""
+
+
+class ActorPlacement(_Section):
+    """Where an actor runs and what it reserves beyond the CPUs of its stage section
+    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``; the scorer reserves 0.25)."""
+
+    node: str = "local"
+    """Node kind (a key of ``resources.nodes``) the actor is planned on."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs reserved (fractions share a GPU, e.g. learner 0.5 + rollout 0.3 + scorer 0.2 on one H200)."""
+    memory_gb: float = Field(0.0, ge=0)
+    """Memory reserved with Ray's ``memory`` resource, GiB (0: no reservation)."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources asked for, e.g. ``{renderer: 1}``: the actor then runs only on nodes that
+    advertise them, and pending actors make the autoscaler add such nodes."""
+
+
+class StageEstimates(_Section):
+    """Stage latencies the capacity check and ``brushrl plan`` start from; replace them with measured
+    ones (``brushrl plan --from-run runs/X`` reads a run's ``metrics.jsonl``)."""
+
+    render_s: float = Field(2.7, gt=0)
+    """Wall seconds of one render on an otherwise idle renderer. Default: the heavy 21-shape sketch,
+    llvmpipe, 8 renders through one actor in 21.2 s on the shared 2-core box (docs/perf/render.md)."""
+    render_cores: float = Field(2.0, gt=0)
+    """CPU cores one render keeps busy (Chromium's renderer + llvmpipe threads): 2 on the 2-core box,
+    where a second actor barely raised throughput (docs/perf/render.md). Core-seconds per render =
+    ``render_s * render_cores``."""
+    gen_s: float = Field(10.0, ge=0)
+    """Wall seconds to generate one step's completions (all groups)."""
+    score_s: float = Field(0.2, ge=0)
+    """Wall seconds to score one rendered sample (reward models), when scoring is serial."""
+    learn_s: float = Field(2.0, ge=0)
+    """Wall seconds of one optimizer step plus the weight sync to the rollout engine."""
+    static_pass: float = Field(1.0, gt=0, le=1)
+    """Share of completions that pass the static gate and so need a render."""
+    startup_s: float = Field(120.0, ge=0)
+    """One-off wall seconds before the first step (model load, warm start, browsers)."""
+
+
+class ResourcesConfig(_Section):
+    """The cluster shape and actor placement (``brushrl config check`` prints the resulting plan).
+
+    The default is one ``local`` node, matching ``configs/local.yaml``: no GPUs, no custom resources,
+    so every actor lands on the local Ray node."""
+
+    nodes: dict[str, NodeKindConfig] = Field(
+        default_factory=lambda: {"local": NodeKindConfig(cpus=4, memory_gb=8)}
+    )
+    """Node kinds by name."""
+    learner: ActorPlacement = Field(default_factory=ActorPlacement)
+    rollout: ActorPlacement = Field(default_factory=ActorPlacement)
+    scorer: ActorPlacement = Field(default_factory=ActorPlacement)
+    renderer: ActorPlacement = Field(default_factory=ActorPlacement)
+    """Placement of each renderer actor (``render.num_actors`` of them)."""
+    estimates: StageEstimates = Field(default_factory=StageEstimates)
+
+    @model_validator(mode="after")
+    def _nodes_exist(self) -> "ResourcesConfig":
+        for actor in ("learner", "rollout", "scorer", "renderer"):
+            node = getattr(self, actor).node
+            if node not in self.nodes:
+                raise ValueError(f"resources.{actor}.node: unknown node kind {node!r} (known: {sorted(self.nodes)})")
+        for name, kind in self.nodes.items():
+            if kind.min_count is not None and kind.min_count > kind.count:
+                raise ValueError(f"resources.nodes.{name}: min_count {kind.min_count} > count {kind.count}")
+        return self
+
+
 class BrushRLConfig(_Section):
     """The whole run configuration (one YAML file)."""
 
@@ -423,6 +512,8 @@ class BrushRLConfig(_Section):
     gate: GateConfig = Field(default_factory=GateConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    """Cluster shape, actor placement and stage-latency estimates (``brushrl config check``, ``brushrl plan``)."""
     pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
 
     @model_validator(mode="after")

@@ -1,8 +1,5 @@
 """Ray custom metrics (``ray.util.metrics``), exported by Ray to Prometheus as ``ray_<name>``.
 
-Names and tags:
-
-=====================================  =========  ==========================================
 name                                   kind       meaning
 =====================================  =========  ==========================================
 brushrl_renders_total                  counter    renders finished; tag ``status`` (ok/error/timeout/infra)
@@ -18,11 +15,32 @@ brushrl_groups_total                   counter    groups by outcome; tag ``statu
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
 =====================================  =========  ==========================================
+=======
+Names, kinds and labels are documented in docs/metrics.md (a test keeps that table, this module,
+the Grafana dashboard ``cluster/grafana/brushrl.json`` and a real run's Prometheus endpoint in
+agreement). Every metric also carries Ray's own labels (``SessionName``, ``NodeAddress``, ...).
 """
 
 from __future__ import annotations
 
 from ray.util import metrics as rm
+
+#: Histogram buckets of one render's wall seconds: the CPU box's 0.25-5 s up to the seeds' 69-96 s
+#: renders and the 90 s deadline (shared/notes/seeds.md).
+RENDER_BUCKETS_S = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 90, 120, 300)
+#: Quantiles of the last step's render seconds published as ``brushrl_render_quantile_seconds``.
+RENDER_QUANTILES = (0.5, 0.95)
+
+
+def quantile(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` with linear interpolation (numpy's default); 0.0 for none."""
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 class PipelineMetrics:
@@ -32,6 +50,14 @@ class PipelineMetrics:
         self.renders = rm.Counter("brushrl_renders_total", "Renders finished", tag_keys=("status",))
         self.renders_per_s = rm.Gauge("brushrl_renders_per_second", "Renders per wall second, last step")
         self.render_s = rm.Gauge("brushrl_render_seconds", "Mean render wall seconds, last step")
+        self.render_q = rm.Gauge("brushrl_render_quantile_seconds", "Render wall seconds quantile, last step",
+                                 tag_keys=("quantile",))
+        self.render_hist = rm.Histogram("brushrl_render_duration_seconds", "Wall seconds of one render",
+                                        boundaries=list(RENDER_BUCKETS_S))
+        self.queue = rm.Gauge("brushrl_queue_depth", "Jobs waiting for a free worker", tag_keys=("queue",))
+        self.inflight = rm.Gauge("brushrl_inflight_groups", "Groups being generated, rendered or scored")
+        self.renderers = rm.Gauge("brushrl_renderers", "Renderer actors in the pool")
+        self.samples = rm.Counter("brushrl_samples_total", "Completions produced")
         self.render_cache = rm.Gauge("brushrl_render_cache_hit_rate", "Render cache hit rate, last step")
         self.gate = rm.Counter("brushrl_gate_verdicts_total", "Gate verdicts", tag_keys=("verdict",))
         self.gate_pass = rm.Gauge("brushrl_gate_pass_rate", "Gate pass rate, last step")
@@ -40,16 +66,29 @@ class PipelineMetrics:
         self.scorer_none = rm.Counter("brushrl_scorer_none_total", "Samples a scorer could not score",
                                       tag_keys=("scorer_cause",))
         self.groups = rm.Counter("brushrl_groups_total", "Groups by outcome", tag_keys=("status",))
+        self.staleness = rm.Gauge("brushrl_staleness_steps", "Largest policy-version lag of a trained sample, last step")
         self.step_s = rm.Gauge("brushrl_step_seconds", "Wall seconds of the last step")
-        self.version = rm.Gauge("brushrl_policy_version", "Policy version after the last sync")
+        self.update_s = rm.Gauge("brushrl_learner_update_seconds", "Optimizer-step seconds of the last step")
+        self.idle = rm.Gauge("brushrl_learner_idle_share", "Share of the last step the learner was idle")
+        self.sync_s = rm.Gauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
+        self.version = rm.Gauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
 
-    def publish(self, record: dict, counts: dict[str, dict[str, int]]) -> None:
+    def render_queue(self, queued: int, in_flight: int) -> None:
+        """``RenderPool`` progress: ``queued`` jobs wait for a renderer, ``in_flight`` are rendering."""
+        self.queue.set(queued, tags={"queue": "render"})
+
+    def groups_in_flight(self, n: int) -> None:
+        """Groups the producer is working on now."""
+        self.inflight.set(n)
+
+    def publish(self, record: dict, counts: dict[str, dict[str, int]], render_times: list[float] = ()) -> None:
         """Publish one step's metrics.
 
         Args:
             record: the step's ``metrics.jsonl`` record (keys as written by the orchestrator).
             counts: this step's increments: ``{"render": {status: n}, "gate": {verdict: n},
                 "none": {cause: n}, "groups": {status: n}}``.
+            render_times: wall seconds of each of the step's renders.
         """
         for tag, key, counter in (
             ("status", "render", self.renders),
@@ -61,6 +100,12 @@ class PipelineMetrics:
             for value, n in counts.get(key, {}).items():
                 if n:
                     counter.inc(n, tags={tag: value})
+        if record.get("samples"):
+            self.samples.inc(record["samples"])
+        for t in render_times:
+            self.render_hist.observe(t)
+        for q in RENDER_QUANTILES:
+            self.render_q.set(quantile(list(render_times), q), tags={"quantile": f"{q:g}"})
         self.renders_per_s.set(record.get("render/per_s", 0.0))
         self.render_s.set(record.get("render/mean_s", 0.0))
         self.render_cache.set(record.get("render/cache_hit_rate", 0.0))
@@ -69,5 +114,11 @@ class PipelineMetrics:
             if key.startswith("reward/") and value is not None:
                 name = "total" if key == "reward/mean" else key.split("/", 1)[1]
                 self.reward.set(float(value), tags={"component": name})
-        self.step_s.set(record.get("time/step_s", 0.0))
+        self.staleness.set(record.get("staleness/max", 0))
+        step_s = record.get("time/step_s", 0.0)
+        self.step_s.set(step_s)
+        update_s, sync_s = record.get("time/update_s", 0.0), record.get("time/sync_s", 0.0)
+        self.update_s.set(update_s)
+        self.sync_s.set(sync_s)
+        self.idle.set(max(0.0, 1.0 - (update_s + sync_s) / step_s) if step_s else 0.0)
         self.version.set(record.get("policy_version", 0))

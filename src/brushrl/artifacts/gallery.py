@@ -1,13 +1,18 @@
-"""``gallery.html`` and ``reward_curve.svg``: the run's paintings by step and its reward curves.
+"""``gallery.html``, ``reward_curve.svg`` and ``gate_mix.svg``: the run's paintings by step, its
+reward curves per component and its gate-verdict mix over time.
 
-The page is static (no scripts), opens from disk, and shows every string from the policy escaped:
-sketch code is untrusted text and is never executed here.
+The trainer rewrites all three after every step (atomically), so the page is live while the run
+goes on: until the run finishes the page carries ``<meta http-equiv="refresh">`` and reloads itself,
+opened from disk (``file://``) or served by ``brushrl serve runs/X`` alike; the final write drops it.
+The page has no scripts and shows every string from the policy escaped: sketch code is untrusted
+text and is never executed here.
 """
 
 from __future__ import annotations
 
 import html
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from brushrl.artifacts.run_dir import atomic_write
@@ -22,7 +27,15 @@ h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 .fail{color:#a33}.pass{color:#264}
 pre{white-space:pre-wrap;max-height:240px;overflow:auto;background:#f4f4f4;font-size:10px}
 table.m td,table.m th{padding:2px 8px;text-align:right}
+.charts{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
+nav a{margin-right:6px}
+.status{color:#555;font-size:13px}
 """
+
+#: Colours of gate verdicts in ``gate_mix.svg``: pass green, None causes grey, reasons from a cycle.
+_PASS_COLOUR, _NONE_COLOUR = "#3a7d44", "#9a9a9a"
+_REASON_COLOURS = ("#c0392b", "#e67e22", "#8e44ad", "#2c7fb8", "#d4ac0d", "#a04000", "#17a589", "#cb4335",
+                   "#5d6d7e", "#af7ac5", "#f1948a", "#76448a")
 
 _COLOURS = {"total": "#222", "gate": "#888", "length": "#49a", "pool_similarity": "#c63"}
 
@@ -66,6 +79,66 @@ def reward_curve_svg(metrics: list[dict], width: int = 640, height: int = 240) -
     return "".join(parts)
 
 
+def outcome(row: dict) -> str:
+    """A sample's outcome for the verdict mix: ``none:<cause>`` when its reward is None (an
+    infrastructure failure, not a verdict), else its gate verdict (``pass`` or a reason code)."""
+    if row.get("total") is None and row.get("none_cause"):
+        return f"none:{row['none_cause']}"
+    return str(row.get("gate_verdict") or "unknown")
+
+
+def _outcome_colours(names: list[str]) -> dict[str, str]:
+    reasons = sorted(n for n in names if n != "pass" and not n.startswith("none:"))
+    colours = {n: _REASON_COLOURS[i % len(_REASON_COLOURS)] for i, n in enumerate(reasons)}
+    colours.update({n: _NONE_COLOUR for n in names if n.startswith("none:")})
+    colours["pass"] = _PASS_COLOUR
+    return colours
+
+
+def gate_mix_svg(rows: list[dict], width: int = 640, height: int = 240) -> str:
+    """An SVG stacked bar chart: per step, the share of samples by outcome (``outcome(row)``).
+
+    Args:
+        rows: ``rollouts.parquet`` rows with ``step``, ``gate_verdict``, ``total``, ``none_cause``.
+    """
+    by_step: dict[int, Counter] = defaultdict(Counter)
+    for row in rows:
+        by_step[int(row["step"])][outcome(row)] += 1
+    names = sorted({n for c in by_step.values() for n in c}, key=lambda n: (n != "pass", n.startswith("none:"), n))
+    colours = _outcome_colours(names)
+    pad, legend_w = 36, 150
+    plot_w = width - 2 * pad - legend_w
+    steps = sorted(by_step)
+    bar_w = plot_w / max(len(steps), 1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{pad}" y="14">gate verdicts by step (share of samples)</text>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{pad + plot_w}" y2="{height - pad}" stroke="#999"/>',
+        f'<text x="4" y="{pad + 4}">100%</text><text x="4" y="{height - pad}">0%</text>',
+    ]
+    if steps:
+        parts.append(f'<text x="{pad}" y="{height - 8}">step {steps[0]}..{steps[-1]}</text>')
+    for i, step in enumerate(steps):
+        counts, total = by_step[step], sum(by_step[step].values())
+        y = float(height - pad)
+        for name in names:
+            if counts[name]:
+                h = counts[name] / total * (height - 2 * pad)
+                y -= h
+                parts.append(
+                    f'<rect x="{pad + i * bar_w + 0.5:.1f}" y="{y:.1f}" width="{max(bar_w - 1, 0.5):.1f}" height="{h:.1f}" '
+                    f'fill="{colours[name]}"><title>step {step}: {html.escape(name)} {counts[name]}/{total}</title></rect>'
+                )
+    for j, name in enumerate(names):
+        y = pad + 14 * j
+        parts.append(f'<rect x="{width - legend_w}" y="{y - 9}" width="10" height="10" fill="{colours[name]}"/>')
+        parts.append(f'<text x="{width - legend_w + 14}" y="{y}">{html.escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _card(row: dict, root: Path) -> str:
     verdict = row.get("gate_verdict", "")
     total = row.get("total")
@@ -79,7 +152,7 @@ def _card(row: dict, root: Path) -> str:
         rel = html.escape(str(Path(png).resolve().relative_to(root)) if Path(png).is_absolute() else png)
         img = f'<img src="{rel}" alt="painting" loading="lazy">'
     else:
-        img = f'<div class="noimg">{html.escape(verdict)}</div>'
+        img = f'<div class="noimg">{html.escape(outcome(row))}</div>'
     cls = "pass" if verdict == "pass" else "fail"
     return (
         f'<div class="card">{img}<div>group {row["group_id"]} · v{row["policy_version"]} · '
@@ -88,35 +161,68 @@ def _card(row: dict, root: Path) -> str:
     )
 
 
-def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str) -> Path:
-    """Write ``gallery.html`` (newest step first) and ``reward_curve.svg`` into ``root``.
+def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, *,
+                  total_steps: int | None = None, running: bool = False, refresh_s: int = 15) -> Path:
+    """Write ``gallery.html`` (newest step first), ``reward_curve.svg`` and ``gate_mix.svg`` into
+    ``root``, each atomically.
 
-    Returns the gallery path.
+    Args:
+        root: the run directory; PNG paths in ``rows`` are linked relative to it.
+        rows: ``rollouts.parquet`` rows so far.
+        metrics: ``metrics.jsonl`` records so far.
+        name: the run name (page title).
+        total_steps: the run's planned steps, shown as progress.
+        running: the run goes on; the page then reloads itself every ``refresh_s`` seconds.
+        refresh_s: reload period of a running run's page, seconds (>= 1).
+
+    Returns:
+        The gallery path.
     """
     root = Path(root).resolve()
     atomic_write(root / "reward_curve.svg", reward_curve_svg(metrics))
+    atomic_write(root / "gate_mix.svg", gate_mix_svg(rows))
     by_step: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         by_step[row["step"]].append(row)
     head = "".join(
-        f"<tr><td>{m['step']}</td><td>{m.get('reward/mean', float('nan')):.3f}</td>"
-        f"<td>{m.get('gate/pass_rate', float('nan')):.2f}</td><td>{m.get('time/step_s', float('nan')):.1f}</td></tr>"
-        for m in metrics[-10:]
+        f"<tr><td>{m['step']}</td><td>{_num(m.get('reward/mean'), 3)}</td>"
+        f"<td>{_num(m.get('gate/pass_rate'), 2)}</td><td>{m.get('samples/none', '')}</td>"
+        f"<td>{_num(m.get('time/step_s'), 1)}</td></tr>"
+        for m in metrics[-10:][::-1]
     )
     sections = []
     for step in sorted(by_step, reverse=True):
         cards = "".join(_card(r, root) for r in by_step[step])
         prompts = sorted({r["prompt"] for r in by_step[step]})
+        mix = Counter(outcome(r) for r in by_step[step])
+        mix_txt = " · ".join(f"{html.escape(k)} {v}" for k, v in mix.most_common())
         sections.append(
-            f'<h2 id="step-{step}">step {step}</h2><div>{html.escape(" · ".join(prompts))}</div>'
-            f'<div class="grid">{cards}</div>'
+            f'<section class="step" id="step-{step}" data-step="{step}"><h2>step {step}</h2>'
+            f'<div>{html.escape(" · ".join(prompts))}</div><div class="status">gate: {mix_txt}</div>'
+            f'<div class="grid">{cards}</div></section>'
         )
+    latest = max(by_step) if by_step else (metrics[-1]["step"] if metrics else 0)
+    of = f"/{total_steps}" if total_steps else ""
+    state = "running" if running else "finished"
+    refresh = f'<meta http-equiv="refresh" content="{max(int(refresh_s), 1)}">' if running else ""
+    nav = "".join(f'<a href="#step-{s}">{s}</a>' for s in sorted(by_step, reverse=True)[:50])
+    version = f"?v={latest}"  # a new URL per step, so a reload never shows a cached chart
     page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>brushrl · {html.escape(name)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>brushrl run: {html.escape(name)}</h1>"
-        f'<img src="reward_curve.svg" alt="reward curve">'
-        f'<table class="m"><tr><th>step</th><th>reward</th><th>gate pass</th><th>s/step</th></tr>{head}</table>'
+        f"<!doctype html><html><head><meta charset='utf-8'>{refresh}"
+        f"<link rel='icon' href='data:,'><title>brushrl · {html.escape(name)}</title>"
+        f"<style>{_CSS}</style></head><body data-latest-step='{latest}' data-state='{state}'>"
+        f"<h1>brushrl run: {html.escape(name)}</h1>"
+        f'<div class="status" id="status">{state} · step {latest}{of} · updated '
+        f'{time.strftime("%Y-%m-%d %H:%M:%S")}{" · reloads every " + str(max(int(refresh_s), 1)) + " s" if running else ""}</div>'
+        f'<div class="charts"><img src="reward_curve.svg{version}" alt="reward curves per component">'
+        f'<img src="gate_mix.svg{version}" alt="gate verdict mix by step"></div>'
+        f'<table class="m"><tr><th>step</th><th>reward</th><th>gate pass</th><th>None</th><th>s/step</th></tr>{head}</table>'
+        f"<nav>steps: {nav}</nav>"
         f"{''.join(sections)}</body></html>"
     )
     atomic_write(root / "gallery.html", page)
     return root / "gallery.html"
+
+
+def _num(value, digits: int) -> str:
+    return "" if value is None else f"{float(value):.{digits}f}"

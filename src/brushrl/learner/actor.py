@@ -88,28 +88,34 @@ def make_learner_actor(
     total_steps: int,
     *,
     policy_loader: PolicyLoader | None = None,
-    num_gpus: float = 0.0,
+    num_gpus: float | None = None,
     **learner_kwargs,
 ) -> "ray.actor.ActorHandle":
     """Start a :class:`LearnerActor` on the connected Ray cluster.
 
-    It reserves ``cfg.learner.num_cpus`` logical CPUs and ``num_gpus`` GPUs, with
+    It reserves ``cfg.learner.num_cpus`` logical CPUs and what ``cfg.resources.learner`` asks for
+    (GPUs, memory, custom resources such as ``{learner: 1}``), with
     ``OMP_NUM_THREADS = cfg.policy.torch_threads`` in its environment.
 
     Args:
         cfg: the run config (see :class:`LearnerActor`).
         total_steps: optimizer steps of the run.
         policy_loader: see :class:`LearnerActor`; must be picklable by Ray (cloudpickle).
-        num_gpus: GPUs to reserve (LearnerConfig has no such field yet).
+        num_gpus: GPUs to reserve (None: ``cfg.resources.learner.num_gpus``).
         **learner_kwargs: passed to ``GRPOLearner``.
 
     Returns:
         The actor handle; the constructor runs asynchronously (the first method call waits for it).
     """
+    from brushrl.plan.resources import ray_options
+
     threads = str(cfg.policy.torch_threads)
+    options = ray_options(cfg.resources.learner)
+    if num_gpus is not None:
+        options["num_gpus"] = num_gpus
     remote_cls = ray.remote(LearnerActor).options(
         num_cpus=cfg.learner.num_cpus,
-        num_gpus=num_gpus,
+        **options,
         runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
     )
     return remote_cls.remote(cfg, total_steps, policy_loader, learner_kwargs)

@@ -1,4 +1,4 @@
-"""``brushrl train``."""
+"""``brushrl train`` and ``brushrl scale``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,19 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_scale(args: argparse.Namespace) -> int:
+    """Ask a running trainer for a new number of renderers; 2 for a bad run directory or count."""
+    from brushrl.orchestrator.control import ControlError, write_control
+
+    try:
+        path = write_control(args.run_dir, args.renderers)
+    except (FileNotFoundError, ControlError) as exc:
+        print(exc)
+        return 2
+    print(f"wrote {path}: the trainer switches to {args.renderers} renderer(s) before its next step")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "train",
@@ -64,3 +77,14 @@ def register(sub) -> None:
     )
     add_train_arguments(p)
     p.set_defaults(func=run_train)
+
+    s = sub.add_parser(
+        "scale",
+        help="change the number of renderers of a running training run",
+        description="Write RUN_DIR/control.yaml; the trainer reads it before each step and grows or shrinks its "
+        "renderer pool without restarting. Renderers that cannot be placed yet (on a cluster: no free "
+        "`renderer` resource) wait for the autoscaler's new nodes and join when they start.",
+    )
+    s.add_argument("run_dir", help="the run directory of the running run (<run.output_dir>/<run.name>)")
+    s.add_argument("--renderers", type=int, required=True, help="renderer actors wanted (>= 1)")
+    s.set_defaults(func=run_scale)

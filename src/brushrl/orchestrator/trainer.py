@@ -28,7 +28,8 @@ from brushrl.artifacts.gallery import write_gallery
 from brushrl.artifacts.run_dir import RunDir, sample_row
 from brushrl.config import BrushRLConfig
 from brushrl.learner import TrainSample, filter_group
-from brushrl.metrics import PipelineMetrics
+from brushrl.metrics import PipelineMetrics, quantile
+from brushrl.orchestrator.control import CONTROL_FILE, ControlError, ControlFile
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
 from brushrl.orchestrator.ray_setup import init_ray
@@ -73,6 +74,7 @@ class Trainer:
         self.run_dir = RunDir(Path(cfg.run.output_dir) / cfg.run.name, overwrite=cfg.run.overwrite)
         self.run_dir.save_config(cfg)
         self.group_counts: Counter = Counter()
+        self.metrics: PipelineMetrics | None = None
         self.step_rewards: list[float] = []
         #: Policy version the rollout engine serves (0 = the warm start; +1 per learner update).
         self.policy_version = 0
@@ -102,20 +104,25 @@ class Trainer:
         pool = ReferencePool(cfg.reward.pool.path)
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
-        render_pool = RenderPool(cfg.render)
+        render_pool = RenderPool(cfg.render, cfg.resources.renderer)
         try:
             learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             rollout = make_rollout_actor(cfg, system_prompt)
-            scorers = make_scorer_actors(cfg.reward)
+            scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), 0))
             producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
-            metrics = PipelineMetrics()
+            metrics = self.metrics = PipelineMetrics()
+            render_pool.on_progress = metrics.render_queue
+            metrics.renderers.set(len(render_pool.actors))
             line = StepLine(cfg.run.steps, self.log)
             self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
                       f"{cfg.rollout.groups_per_step} group(s)/step, {cfg.run.steps} steps")
+            control = ControlFile(self.run_dir.root / CONTROL_FILE)
             for step in range(1, cfg.run.steps + 1):
-                record, counts = self._step(step, producer, learner, rollout)
-                metrics.publish(record, counts)
+                self._apply_control(control, render_pool)
+                record, counts, render_times = self._step(step, producer, learner, rollout)
+                metrics.renderers.set(len(render_pool.actors))
+                metrics.publish(record, counts, render_times)
                 line.update(step, record)
                 if step % cfg.run.checkpoint_every == 0 or step == cfg.run.steps:
                     ray.get(learner.save_adapter.remote(str(self.run_dir.checkpoint_dir(step))))
@@ -127,7 +134,20 @@ class Trainer:
             self._finish()
         return self.run_dir.gallery
 
-    def _step(self, step: int, producer: GroupProducer, learner, rollout) -> tuple[dict, dict]:
+    def _apply_control(self, control: ControlFile, render_pool) -> None:
+        """Apply a changed ``control.yaml`` (``brushrl scale``) between steps; a bad file is
+        reported and ignored."""
+        try:
+            wanted = control.poll()
+        except ControlError as exc:
+            self._say(f"[brushrl] ignoring {CONTROL_FILE}: {exc}")
+            return
+        if wanted is None or wanted.render is None or wanted.render.num_actors == render_pool.size:
+            return
+        self._say(f"[brushrl] renderers: {render_pool.size} -> {wanted.render.num_actors} ({CONTROL_FILE})")
+        render_pool.resize(wanted.render.num_actors)
+
+    def _step(self, step: int, producer: GroupProducer, learner, rollout) -> tuple[dict, dict, list[float]]:
         cfg = self.cfg
         t0 = time.perf_counter()
         accepted: list[Group] = []
@@ -140,7 +160,11 @@ class Trainer:
             need = cfg.rollout.groups_per_step - len(accepted)
             if need <= 0:
                 break
+            if self.metrics is not None:
+                self.metrics.groups_in_flight(need)
             groups, counts = producer.produce(step, need)
+            if self.metrics is not None:
+                self.metrics.groups_in_flight(0)
             gen_s += counts.gen_s
             render_s += counts.render_wall_s
             score_s += counts.score_s
@@ -160,8 +184,15 @@ class Trainer:
         stats = ray.get(learner.step.remote(batch)) if accepted else {}
         if accepted:
             self.policy_version = ray.get(learner.policy_version.remote())
+        update_s = time.perf_counter() - t_learn
+        t_sync = time.perf_counter()
+        if accepted:
             ray.get(rollout.load_adapter.remote(ray.get(learner.adapter_state.remote()), self.policy_version))
+        sync_s = time.perf_counter() - t_sync if accepted else 0.0
         learn_s = time.perf_counter() - t_learn
+        # Staleness: learner updates between a trained sample's policy and the one it updated.
+        staleness = max((rollout_version - s.completion.policy_version for g in accepted for s in g.samples),
+                        default=0)
         self.group_counts.update(counts_all["groups"])
 
         rows = []
@@ -187,11 +218,16 @@ class Trainer:
             "render/per_s": len(render_times) / render_s if render_s else 0.0,
             "render/mean_s": sum(render_times) / len(render_times) if render_times else 0.0,
             "render/p50_s": _median(render_times),
+            "render/p95_s": quantile(render_times, 0.95),
+            "render/actors": len(producer.render_pool.actors),
+            "staleness/max": staleness,
             "render/cache_hit_rate": _share([s.render.cache_hit for s in samples if s.render is not None]),
             "time/gen_s": gen_s,
             "time/render_s": render_s,
             "time/score_s": score_s,
             "time/learn_s": learn_s,
+            "time/update_s": update_s,
+            "time/sync_s": sync_s,
             "time/step_s": time.perf_counter() - t0,
             **{f"learner/{k}": v for k, v in stats.items()},
         }
@@ -202,11 +238,13 @@ class Trainer:
         if record["reward/mean"] is not None:
             self.step_rewards.append(record["reward/mean"])
         self.run_dir.log_metrics(record)
-        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name)
-        return record, {k: dict(v) for k, v in counts_all.items()}
+        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,
+                      total_steps=cfg.run.steps, running=step < cfg.run.steps)
+        return record, {k: dict(v) for k, v in counts_all.items()}, render_times
 
     def _finish(self) -> None:
-        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name)
+        write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,
+                      total_steps=self.cfg.run.steps)
         r = self.step_rewards
         if r:
             first, last = r[:5], r[-5:]

@@ -77,16 +77,22 @@ class RendererWorker:
 RendererActor = ray.remote(RendererWorker)
 
 
-def create_renderer_actor(cfg: RenderConfig):
+def create_renderer_actor(cfg: RenderConfig, placement=None):
     """Start one renderer actor (requires ``ray.init``) with ``num_cpus=cfg.num_cpus``, the custom
-    resources ``cfg.resources`` (e.g. ``{"renderer": 1}``: it then waits for a node that offers
-    them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
+    resources ``cfg.resources`` plus what ``placement`` (a ``config.ActorPlacement``, e.g.
+    ``cfg.resources.renderer`` of the run config) asks for (e.g. ``{"renderer": 1}``: it then waits for
+    a node that offers them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
     Returns its ``ActorHandle``."""
+    from brushrl.plan.resources import ray_options
+
+    options = ray_options(placement) if placement is not None else {}
+    resources = {**cfg.resources, **options.pop("resources", {})}
     return RendererActor.options(
         num_cpus=cfg.num_cpus,
-        resources=dict(cfg.resources) or None,
+        resources=resources or None,
         max_concurrency=cfg.pages_per_actor,
         max_restarts=cfg.max_restarts,
+        **options,
     ).remote(cfg)
 
 
@@ -105,20 +111,67 @@ class RenderPool:
 
     Args:
         cfg: the ``render`` section of the run config.
+        placement: ``cfg.resources.renderer`` of the run config (None: CPUs only).
 
     The actors start (and launch Chromium) in the background; the first ``render_many`` waits for
-    them. Call ``shutdown()`` when done.
+    them. ``resize(n)`` grows or shrinks the pool between ``render_many`` calls: actors added later
+    join when they have started (an actor waiting for a node, e.g. for the autoscaler to add one with
+    a free ``renderer`` resource, never holds a job). Call ``shutdown()`` when done.
 
     Render cache (``brushrl.render.cache``): with ``cfg.cache_entries > 0`` or ``cfg.cache_dir``,
     ``render_many`` answers jobs seen before from ``self.cache`` and renders a job repeated within
     one batch once; ``self.cache.stats()`` has the hit rate, and each result says ``cache_hit``.
     """
 
-    def __init__(self, cfg: RenderConfig):
+    def __init__(self, cfg: RenderConfig, placement=None):
         self.cfg = cfg
-        self.actors = [create_renderer_actor(cfg) for _ in range(cfg.num_actors)]
+        self.placement = placement
+        self.actors = [create_renderer_actor(cfg, placement) for _ in range(cfg.num_actors)]
+        #: Called as ``on_progress(queued, in_flight)`` whenever jobs are dispatched or finish
+        #: (the trainer publishes it as the render queue depth); None: not called.
+        self.on_progress = None
+        self._starting: dict = {}  # ping ObjectRef -> actor added by resize(), not started yet
         self.cache = RenderCache(cfg.cache_entries, cfg.cache_dir) if cfg.cache_entries or cfg.cache_dir else None
         self._env: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Renderer actors asked for: started ones plus those still starting."""
+        return len(self.actors) + len(self._starting)
+
+    def resize(self, n: int, timeout_s: float = 20.0) -> None:
+        """Grow or shrink the pool to ``n`` actors; call between ``render_many`` calls.
+
+        Growing starts ``n - size`` actors that join once started. Shrinking drops actors still
+        starting first, then the most recently added ones (their browsers closed within ``timeout_s``,
+        then killed).
+
+        Raises:
+            ValueError: ``n`` < 1.
+        """
+        if n < 1:
+            raise ValueError(f"a render pool needs at least one actor, got {n}")
+        for _ in range(n - self.size):
+            actor = create_renderer_actor(self.cfg, self.placement)
+            self._starting[actor.ping.remote()] = actor
+        drop = self.size - n
+        for ref in list(self._starting)[::-1][: max(drop, 0)]:
+            ray.kill(self._starting.pop(ref), no_restart=True)
+            drop -= 1
+        if drop > 0:
+            victims, self.actors = self.actors[-drop:], self.actors[:-drop]
+            self._stop(victims, timeout_s)
+
+    def _admit(self, ref, idle: deque) -> None:
+        """A starting actor answered its ping: it joins the pool (or, if it failed to start, goes)."""
+        actor = self._starting.pop(ref)
+        try:
+            ray.get(ref)
+        except Exception:  # noqa: BLE001 - an actor that cannot start is dropped, the pool goes on
+            ray.kill(actor, no_restart=True)
+            return
+        self.actors.append(actor)
+        idle.extend([len(self.actors) - 1] * self.cfg.pages_per_actor)
 
     def ping(self, timeout_s: float = 120.0) -> list[dict]:
         """``RendererWorker.ping`` of every actor (waits for them to start).
@@ -148,7 +201,12 @@ class RenderPool:
         inflight: dict = {}  # ObjectRef -> (job, actor slot)
         while pending or inflight:
             self._dispatch(pending, idle, inflight)
-            (ref,), _ = ray.wait(list(inflight), num_returns=1)
+            if self.on_progress is not None:
+                self.on_progress(len(pending), len(inflight))
+            (ref,), _ = ray.wait(list(inflight) + list(self._starting), num_returns=1)
+            if ref in self._starting:
+                self._admit(ref, idle)
+                continue
             job, slot = inflight.pop(ref)
             idle.append(slot)  # a dead actor is restarted by Ray; calls to it wait for the restart
             try:
@@ -166,6 +224,8 @@ class RenderPool:
                 on_result(job.index, results[job.index])
         if first_of:
             self._fill_repeats(keys, first_of, results, on_result)
+        if self.on_progress is not None:
+            self.on_progress(0, 0)
         return results  # type: ignore[return-value]
 
     def _lookup(self, jobs, results, on_result) -> tuple[list[str | None], dict[str, int]]:
@@ -221,10 +281,18 @@ class RenderPool:
 
     def shutdown(self, timeout_s: float = 20.0) -> None:
         """Close every actor's browser (best effort, ``timeout_s``) and kill the actors."""
-        refs = [a.close.remote() for a in self.actors]
+        for actor in self._starting.values():
+            ray.kill(actor, no_restart=True)
+        self._starting = {}
+        actors, self.actors = self.actors, []
+        self._stop(actors, timeout_s)
+
+    @staticmethod
+    def _stop(actors: list, timeout_s: float) -> None:
+        refs = [a.close.remote() for a in actors]
         try:
-            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+            if refs:
+                ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         finally:
-            for a in self.actors:
+            for a in actors:
                 ray.kill(a, no_restart=True)
-            self.actors = []

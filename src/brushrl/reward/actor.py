@@ -7,7 +7,8 @@ from typing import Sequence
 
 import ray
 
-from brushrl.config import JudgeConfig, PoolScorerConfig, RewardConfig
+from brushrl.config import ActorPlacement, JudgeConfig, PoolScorerConfig, RewardConfig
+from brushrl.plan.resources import SCORER_NUM_CPUS
 from brushrl.pool import ReferencePool
 from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import PoolSimilarityScorer
@@ -58,12 +59,16 @@ class JudgeActor:
         return out
 
 
-def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = 0.25):
-    """Start a ``PoolScorerActor`` (restarted by Ray if it dies)."""
-    return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1)(PoolScorerActor).remote(cfg)
+def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = SCORER_NUM_CPUS, placement: ActorPlacement | None = None):
+    """Start a ``PoolScorerActor`` (restarted by Ray if it dies) with ``num_cpus`` logical CPUs and
+    what ``placement`` (e.g. ``cfg.resources.scorer``) asks for."""
+    from brushrl.plan.resources import ray_options
+
+    options = ray_options(placement) if placement is not None else {}
+    return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1, **options)(PoolScorerActor).remote(cfg)
 
 
-def make_scorer_actors(cfg: RewardConfig) -> dict:
+def make_scorer_actors(cfg: RewardConfig, placement: ActorPlacement | None = None) -> dict:
     """One actor per weighted scorer component (``cfg.scorers``): name -> actor handle.
 
     ``pool_similarity``: CPU; ``judge``: ``judge.num_gpus`` (in-process backend) or a light client
@@ -72,7 +77,7 @@ def make_scorer_actors(cfg: RewardConfig) -> dict:
     actors = {}
     for name in cfg.scorers:
         if name == "pool_similarity":
-            actors[name] = make_scorer_actor(cfg.pool)
+            actors[name] = make_scorer_actor(cfg.pool, placement=placement)
         elif name == "judge":
             actors[name] = ray.remote(num_cpus=0.25, num_gpus=cfg.judge.num_gpus, max_restarts=-1)(
                 JudgeActor).remote(cfg.judge, cfg.pool.path)

@@ -1,0 +1,186 @@
+"""``brushrl config check`` and ``brushrl plan``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from brushrl.config import BrushRLConfig, ConfigError, load_config
+from brushrl.plan.resources import ResourcePlan, build_plan
+from brushrl.plan.timing import RunEstimate, estimate_run, estimates_from_run
+
+
+def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
+    overrides = dict(extra or {})
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key] = yaml.safe_load(value)
+    return load_config(path, overrides)
+
+
+def _gb(x: float) -> str:
+    return f"{x:g} GiB" if x else "-"
+
+
+def plan_tables(cfg: BrushRLConfig, plan: ResourcePlan) -> list[Table]:
+    """Rich tables of a resource plan: actors, node kinds, render capacity vs demand."""
+    actors = Table(title="actors", title_justify="left")
+    for col in ("actor", "count", "node kind", "CPUs each", "GPUs each", "memory each", "custom resources"):
+        actors.add_column(col, justify="right" if col in ("count", "CPUs each", "GPUs each") else "left")
+    for a in plan.actors:
+        custom = ", ".join(f"{k}={v:g}" for k, v in a.resources.items()) or "-"
+        actors.add_row(a.actor, str(a.count), a.node, f"{a.cpus:g}", f"{a.gpus:g}", _gb(a.memory_gb), custom)
+    nodes = Table(title="node kinds", title_justify="left")
+    for col in ("node kind", "CPUs", "GPUs", "memory", "nodes up / max", "fixed actors", "renderers",
+                "renderers / node", "concurrent renders"):
+        nodes.add_column(col)
+    for n in plan.nodes:
+        gpus = f"{n.gpus} {n.gpu_type or ''}".strip() if n.gpus else "-"
+        per_node = f"{n.renderers_first} first, {n.renderers_per_node} others" if n.renderers else "-"
+        nodes.add_row(n.name, f"{n.cpus:g}", gpus, _gb(n.memory_gb), f"{n.nodes_up} / {n.count}",
+                      ", ".join(n.fixed) or "-", str(n.renderers or "-"), per_node,
+                      f"{n.concurrent_renders:g}" if n.renderers else "-")
+    est = cfg.resources.estimates
+    cap = Table(title="render capacity vs learner demand", title_justify="left", show_header=False)
+    cap.add_row("render", f"{est.render_s:g} s wall x {est.render_cores:g} cores = {plan.render_core_s:g} core-s a render")
+    cap.add_row("capacity", f"{plan.render_capacity_per_min:.1f} renders/min "
+                            f"({plan.renderers_placed} renderers, {plan.concurrent_renders:g} rendering at once)")
+    cap.add_row("demand", f"{plan.learner_demand_per_min:.1f} renders/min = {cfg.rollout.groups_per_step} groups x "
+                          f"G={cfg.rollout.group_size} x static pass {est.static_pass:g} every "
+                          f"{est.gen_s + est.learn_s:g} s (gen {est.gen_s:g} + learn {est.learn_s:g})")
+    return [actors, nodes, cap]
+
+
+def _problems(console: Console, plan: ResourcePlan) -> None:
+    for e in plan.errors:
+        console.print(f"[bold red]error[/]: {e}")
+    for w in plan.warnings:
+        console.print(f"[bold yellow]warning[/]: {w}")
+    if not plan.errors and not plan.warnings:
+        console.print("[green]ok[/]: every actor fits and the renderers keep up with the learner")
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``brushrl config check``: 0 ok, 1 plan errors (or warnings with ``--strict``), 2 bad config."""
+    console = Console(file=sys.stdout, width=args.width)
+    try:
+        cfg = _load(args.file, args.set)
+    except ConfigError as exc:
+        print(exc)
+        return 2
+    plan = build_plan(cfg)
+    if not args.plan_only:
+        console.rule(f"resolved config: {args.file}")
+        console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), markup=False, highlight=False)
+    console.rule("resource plan")
+    for table in plan_tables(cfg, plan):
+        console.print(table)
+    _problems(console, plan)
+    return 1 if plan.errors or (args.strict and plan.warnings) else 0
+
+
+def estimate_table(est: RunEstimate) -> Table:
+    """A rich table of a run estimate."""
+    t = Table(title=f"{est.steps} steps, {est.mode} pipeline", title_justify="left", show_header=False)
+    stages = ", ".join(f"{k} {v:.0f} s" for k, v in est.stage_s.items())
+    t.add_row("step", f"{est.step_s:.0f} s ({est.step_s / 60:.1f} min): {stages}; rendering {100 * est.render_share:.0f}%")
+    t.add_row("wall time", f"{est.wall_h:.1f} h")
+    for gpu, hours in est.gpu_hours.items():
+        t.add_row(f"{gpu} GPU-hours", f"{hours:.1f} (every GPU of the nodes up)")
+    t.add_row("GPU-hours reserved", f"{est.gpu_hours_reserved:.1f} (what the actors ask for)")
+    for node, hours in est.node_hours.items():
+        t.add_row(f"{node} node-hours", f"{hours:.1f}")
+    return t
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``brushrl plan``: 0 ok, 1 unplaceable, 2 bad config or run directory."""
+    console = Console(file=sys.stdout, width=args.width)
+    extra = {}
+    for flag, key in (("render_s", "resources.estimates.render_s"), ("gen_s", "resources.estimates.gen_s"),
+                      ("learn_s", "resources.estimates.learn_s"), ("score_s", "resources.estimates.score_s"),
+                      ("renderers", "render.num_actors")):
+        if getattr(args, flag) is not None:
+            extra[key] = getattr(args, flag)
+    try:
+        cfg = _load(args.config, args.set, extra)
+        if args.from_run:
+            measured = estimates_from_run(args.from_run, cfg.resources.estimates)
+            cfg = cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"estimates": measured})})
+    except (ConfigError, OSError, ValueError) as exc:
+        print(exc)
+        return 2
+    plan = build_plan(cfg)
+    if plan.errors or plan.renderers_placed == 0:
+        _problems(console, plan)
+        return 1
+    steps = args.steps or cfg.run.steps
+    est = estimate_run(cfg, plan, steps, args.mode)
+    if args.json:
+        print(json.dumps({"steps": steps, "mode": est.mode, "step_s": est.step_s, "stage_s": est.stage_s,
+                          "wall_h": est.wall_h, "gpu_hours": est.gpu_hours,
+                          "gpu_hours_reserved": est.gpu_hours_reserved, "node_hours": est.node_hours,
+                          "estimates": cfg.resources.estimates.model_dump()}))
+        return 0
+    e = cfg.resources.estimates
+    console.print(f"stage latencies{' (measured: ' + args.from_run + ')' if args.from_run else ''}: "
+                  f"gen {e.gen_s:g} s/step, render {e.render_s:g} s, score {e.score_s:g} s/sample, "
+                  f"learn {e.learn_s:g} s/step, startup {e.startup_s:g} s")
+    console.print(estimate_table(est))
+    for w in plan.warnings:
+        console.print(f"[bold yellow]warning[/]: {w}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("config", help="check a run config and print its resource plan",
+                       description="Config tools.")
+    csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    c = csub.add_parser(
+        "check",
+        help="print the resolved config and its resource plan; warn when renders cannot keep up",
+        description="Validate FILE, print it with every default filled in, then the resource plan: which "
+        "actor runs on which node kind and what it reserves (CPUs, GPUs, memory, custom resources), how "
+        "many renderers fit per node, and the render capacity (renders/min, from resources.estimates: "
+        "render_s x render_cores core-seconds a render) against the learner's demand (groups_per_step x "
+        "G x static_pass renders every gen_s + learn_s seconds). Exit codes: 0 ok, 1 the plan has "
+        "errors (or warnings with --strict), 2 the config is invalid.",
+    )
+    c.add_argument("file", help="YAML run config, e.g. configs/h200.yaml")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field by dotted path (repeatable), e.g. --set render.num_actors=8")
+    c.add_argument("--plan-only", action="store_true", help="print only the resource plan")
+    c.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    c.add_argument("--width", type=int, default=120, help="output width in characters (default: %(default)s)")
+    c.set_defaults(func=run_check)
+
+    q = sub.add_parser(
+        "plan",
+        help="estimate wall time and GPU-hours of a run from stage latencies",
+        description="Estimate the wall time and GPU-hours of STEPS learner steps of a config on its cluster "
+        "shape (resources.nodes) from stage latencies (resources.estimates, the flags below, or a previous "
+        "run's metrics.jsonl with --from-run). The model and its assumptions: docs/plan.md.",
+    )
+    q.add_argument("--config", default="configs/local.yaml", help="YAML run config (default: %(default)s)")
+    q.add_argument("--steps", type=int, help="learner steps (default: run.steps)")
+    q.add_argument("--mode", choices=["sync", "async"], default="sync",
+                   help="sync: stages one after another (today's trainer); async: renders overlap "
+                        "generation and learning (default: %(default)s)")
+    q.add_argument("--from-run", metavar="RUN_DIR", help="take stage latencies measured by a run (runs/X)")
+    q.add_argument("--render-s", type=float, help="wall seconds of one render")
+    q.add_argument("--gen-s", type=float, help="generation seconds a step")
+    q.add_argument("--learn-s", type=float, help="optimizer step + weight sync seconds")
+    q.add_argument("--score-s", type=float, help="scoring seconds a sample")
+    q.add_argument("--renderers", type=int, help="renderer actors (render.num_actors)")
+    q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field by dotted path (repeatable)")
+    q.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
+    q.add_argument("--width", type=int, default=120, help="output width in characters (default: %(default)s)")
+    q.set_defaults(func=run_plan)

@@ -1,0 +1,189 @@
+"""``brushrl config check`` and ``brushrl plan``: the three shipped configs, placement arithmetic,
+the capacity warning, the wall-time model against the seeds, and placements reaching a real Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from brushrl.cli import main
+from brushrl.config import ConfigError, load_config
+from brushrl.plan.resources import build_plan, ray_options
+from brushrl.plan.timing import estimate_run, estimates_from_run, step_seconds
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ("local", "h200", "cluster")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_shipped_configs_pass_config_check(name, capsys):
+    assert main(["config", "check", str(ROOT / f"configs/{name}.yaml"), "--strict"]) == 0
+    out = capsys.readouterr().out
+    cfg = load_config(ROOT / f"configs/{name}.yaml")
+    assert f"name: {name}" in out  # the resolved config is printed
+    assert "estimates:" in out and "render_cores:" in out  # ... with defaults filled in
+    for word in ("learner", "rollout", "scorer", "renderer", "renders/min", "core-s a render", "ok:"):
+        assert word in out, word
+    plan = build_plan(cfg)
+    assert plan.renderers_placed == cfg.render.num_actors
+    assert plan.render_capacity_per_min > plan.learner_demand_per_min
+
+
+def test_h200_and_cluster_shapes():
+    h200 = build_plan(load_config(ROOT / "configs/h200.yaml"))
+    (node,) = h200.nodes
+    assert node.gpu_type == "H200" and node.fixed == ["learner", "rollout", "scorer"]
+    gpus = {a.actor: a.gpus for a in h200.actors}
+    assert 0 < sum(gpus.values()) <= 1 and gpus["renderer"] == 0
+    cluster = build_plan(load_config(ROOT / "configs/cluster.yaml"))
+    kinds = {a.actor: a.node for a in cluster.actors}
+    assert kinds == {"learner": "gpu_learner", "rollout": "gpu_learner", "scorer": "gpu_scorer",
+                     "renderer": "cpu_renderer"}
+    rend = next(n for n in cluster.nodes if n.name == "cpu_renderer")
+    assert rend.gpus == 0 and rend.renderers_per_node == 14  # the custom resource bounds it (32 vCPU / 2 = 16)
+
+
+def test_renderers_per_node_and_autoscaled_nodes():
+    cfg = load_config(ROOT / "configs/cluster.yaml", {"render.num_actors": 30})
+    plan = build_plan(cfg)
+    rend = next(n for n in plan.nodes if n.name == "cpu_renderer")
+    assert (rend.renderers, rend.nodes_up) == (30, 3)  # 14 + 14 + 2
+    assert plan.concurrent_renders == 30
+    # Memory can be the bound: 64 GiB / 8 GiB = 8 a node.
+    cfg = load_config(ROOT / "configs/cluster.yaml", {"render.num_actors": 30, "resources.renderer.memory_gb": 8})
+    rend = next(n for n in build_plan(cfg).nodes if n.name == "cpu_renderer")
+    assert rend.renderers_per_node == 8 and rend.nodes_up == 4
+
+
+def test_renderers_share_a_node_with_the_fixed_actors():
+    cfg = load_config(ROOT / "configs/h200.yaml", {"render.num_actors": 10})
+    plan = build_plan(cfg)
+    # 16 vCPU - learner 4 - rollout 2 - scorer 0.25 = 9.75 free: 4 renderers of 2 CPUs.
+    assert plan.renderers_placed == 4
+    assert any("only 4 of render.num_actors=10" in w for w in plan.warnings)
+
+
+def test_slow_renders_warn_that_the_learner_waits(capsys):
+    args = ["config", "check", str(ROOT / "configs/h200.yaml"), "--plan-only",
+            "--set", "resources.estimates.render_s=82.5", "--set", "render.num_actors=1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "the learner would wait on renders" in out and "more renderer(s) would keep up" in out
+    assert main([*args, "--strict"]) == 1
+
+
+def test_plan_errors_name_the_actor_and_resource(capsys):
+    cfg = load_config(ROOT / "configs/h200.yaml", {"resources.learner.num_gpus": 0.9})
+    plan = build_plan(cfg)
+    assert any(e.startswith("resources.") and "GPU" in e for e in plan.errors), plan.errors
+    # A custom resource the node kind does not advertise: the actor could never be scheduled.
+    cfg = load_config(ROOT / "configs/cluster.yaml", {"resources.scorer.node": "gpu_learner"})
+    assert any("resources.scorer" in e and "scorer=1" in e for e in build_plan(cfg).errors)
+    assert main(["config", "check", str(ROOT / "configs/cluster.yaml"), "--set", "resources.scorer.node=gpu_learner"]) == 1
+
+
+def test_unknown_node_kind_is_a_config_error(capsys):
+    with pytest.raises(ConfigError, match="resources.renderer.node: unknown node kind 'cpu'"):
+        load_config(ROOT / "configs/cluster.yaml", {"resources.renderer.node": "cpu"})
+    assert main(["config", "check", str(ROOT / "configs/cluster.yaml"), "--set", "resources.renderer.node=cpu"]) == 2
+    assert "unknown node kind" in capsys.readouterr().out
+
+
+def test_ray_options_ask_only_for_what_is_set():
+    cfg = load_config(ROOT / "configs/local.yaml")
+    assert all(ray_options(getattr(cfg.resources, a)) == {} for a in ("learner", "rollout", "scorer", "renderer"))
+    cluster = load_config(ROOT / "configs/cluster.yaml")
+    assert ray_options(cluster.resources.renderer) == {"memory": 2**30, "resources": {"renderer": 1.0}}
+    assert ray_options(cluster.resources.learner)["num_gpus"] == 1
+
+
+def test_step_model_sync_and_async():
+    from brushrl.config import StageEstimates
+
+    est = StageEstimates(render_s=10, render_cores=1, gen_s=30, score_s=1, learn_s=20)
+    # 16 renders on 4 renderers: 4 waves of 10 s.
+    step, stages = step_seconds(est, 16, 4, 4, "sync")
+    assert stages["render"] == 40 and step == 30 + 40 + 16 + 20
+    # Cores for only 2 at once: twice as long.
+    assert step_seconds(est, 16, 4, 2, "sync")[1]["render"] == 80
+    # Async: the slowest of generation+learning (50 s) and rendering (16*10/4 = 40 s).
+    assert step_seconds(est, 16, 4, 4, "async")[0] == 50
+    assert step_seconds(est, 16, 2, 2, "async")[0] == 80
+    with pytest.raises(ValueError, match="no renderer"):
+        step_seconds(est, 16, 0, 0)
+
+
+@pytest.mark.parametrize("render_s", [69.0, 96.0])
+def test_plan_reproduces_the_seeds_order_of_magnitude(render_s, capsys):
+    """The seeds: Qwen3.5-35B-A3B on one H200, G=8, one group a step, renders one after another at
+    69-96 s each (70-80% of a 15-18 min step); 60 steps took 17h46m, 110 steps ~34 H200-hours."""
+    args = ["plan", "--config", str(ROOT / "configs/h200.yaml"), "--steps", "110", "--renderers", "1",
+            "--render-s", str(render_s), "--gen-s", "120", "--learn-s", "60", "--score-s", "5",
+            "--set", "rollout.groups_per_step=1", "--set", "resources.estimates.static_pass=1", "--json"]
+    assert main(args) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert 34 / 2 <= est["gpu_hours"]["H200"] <= 34 * 2, est
+    assert est["gpu_hours"]["H200"] == pytest.approx(est["wall_h"])  # one node, one GPU
+    render_share = est["stage_s"]["render"] / sum(est["stage_s"].values())
+    assert 0.65 <= render_share <= 0.85
+    assert 15 * 60 * 0.75 <= est["step_s"] <= 18 * 60 * 1.25
+    # The human-readable table prints too.
+    assert main(args[:-1]) == 0
+    out = capsys.readouterr().out
+    assert "H200 GPU-hours" in out and "wall time" in out
+
+
+def test_parallel_renderers_shrink_the_seeds_run():
+    cfg = load_config(ROOT / "configs/h200.yaml", {"rollout.groups_per_step": 1, "resources.estimates.render_s": 82.5,
+                                                    "resources.estimates.static_pass": 1})
+    serial = estimate_run(cfg.model_copy(update={"render": cfg.render.model_copy(update={"num_actors": 1})}),
+                          build_plan(load_config(ROOT / "configs/h200.yaml", {"render.num_actors": 1,
+                                     "rollout.groups_per_step": 1, "resources.estimates.render_s": 82.5,
+                                     "resources.estimates.static_pass": 1})), 110)
+    parallel = estimate_run(cfg, build_plan(cfg), 110)
+    assert parallel.wall_h < serial.wall_h / 2
+
+
+def test_plan_from_a_run_directory(tmp_path, capsys):
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    records = [{"step": 1, "time/gen_s": 99, "time/learn_s": 99, "render/mean_s": 99, "time/score_s": 99, "samples": 4},
+               {"step": 2, "time/gen_s": 4, "time/learn_s": 2, "render/mean_s": 3, "time/score_s": 0.8, "samples": 4},
+               {"step": 3, "time/gen_s": 6, "time/learn_s": 4, "render/mean_s": 5, "time/score_s": 1.6, "samples": 4}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    cfg = load_config(ROOT / "configs/local.yaml")
+    est = estimates_from_run(run, cfg.resources.estimates)
+    assert (est.gen_s, est.learn_s, est.render_s, est.score_s) == (5, 3, 4, pytest.approx(0.3))
+    assert est.render_cores == cfg.resources.estimates.render_cores  # not measured: kept
+    assert main(["plan", "--config", str(ROOT / "configs/local.yaml"), "--from-run", str(run), "--steps", "10",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["estimates"]["gen_s"] == 5 and out["steps"] == 10
+    assert main(["plan", "--from-run", str(tmp_path / "missing")]) == 2
+
+
+def test_placement_reaches_ray(tmp_path):
+    """A scorer placed with ``{scorer: 1}`` holds that custom resource on a real local Ray."""
+    import ray
+
+    from brushrl.reward.actor import make_scorer_actor
+
+    if ray.is_initialized():
+        ray.shutdown()
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(address="local", num_cpus=1, resources={"scorer": 1}, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        cfg = load_config(ROOT / "configs/local.yaml", {"resources.scorer.resources": {"scorer": 1}})
+        actor = make_scorer_actor(cfg.reward.pool, placement=cfg.resources.scorer)
+        ray.get(actor.__ray_ready__.remote(), timeout=120)
+        assert ray.available_resources().get("scorer", 0) == 0
+        # A second one cannot be scheduled: the node advertises one.
+        second = make_scorer_actor(cfg.reward.pool, placement=cfg.resources.scorer)
+        ready, _ = ray.wait([second.__ray_ready__.remote()], timeout=3)
+        assert not ready
+    finally:
+        ray.shutdown()
