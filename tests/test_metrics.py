@@ -69,7 +69,7 @@ def test_every_documented_metric_reaches_prometheus():
                   "samples": 4, "render/per_s": 0.5, "render/mean_s": 2.0, "staleness/max": 0,
                   "time/step_s": 10.0, "time/update_s": 2.0, "time/sync_s": 0.5}
         counts = {"render": {"ok": 3}, "gate": {"pass": 3, "external_access": 1}, "none": {"render_infra": 1},
-                  "groups": {"accepted": 1}}
+                  "groups": {"accepted": 1}, "scorer_none": {"judge:timeout": 1}}
         m.publish(record, counts, [1.0, 2.0, 3.0])
         wanted = documented_metrics()
         deadline, text = time.time() + 60, ""
