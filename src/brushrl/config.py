@@ -241,6 +241,12 @@ class LearnerConfig(_Section):
     zero_variance_tol: float = Field(1e-6, ge=0)
     """Groups whose reward std is at most this carry no signal and are filtered."""
     lora: LoraConfig = Field(default_factory=LoraConfig)
+    micro_batch_size: int = Field(8, ge=1)
+    """Samples per forward/backward pass; gradients accumulate to the full-batch update."""
+    truncated_is_clip: float | None = Field(None, gt=0)
+    """None: PPO ratio against the behaviour log-probs. A number C: decoupled PPO with truncated
+    importance weights min(pi_proximal / pi_behaviour, C) (IMPALA; TRL's ``token_truncate``), the
+    off-policy correction for ``orchestrator.max_staleness > 0``. See ``brushrl.learner.grpo``."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs the learner actor reserves."""
 
@@ -278,6 +284,17 @@ class PoolBuildConfig(_Section):
     critic: EndpointConfig | None = None
     """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
 
+class OrchestratorConfig(_Section):
+    """How producers and the learner overlap (docs/async.md)."""
+
+    max_staleness: int = Field(0, ge=0)
+    """Policy versions a group may lag behind the learner when trained on. 0: synchronous GRPO
+    (each batch is sampled by the weights it trains); k: up to k+1 learner batches of groups are
+    admitted at once (capacity ``(k + version + 1) * groups_per_step``) and a group more than k
+    versions old is dropped and counted as ``stale``."""
+    sync_timeout_s: float = Field(300.0, gt=0)
+    """Weight sync (learner adapter -> rollout engine) slower than this fails the run loudly."""
+
 
 class BrushRLConfig(_Section):
     """The whole run configuration (one YAML file)."""
@@ -292,6 +309,7 @@ class BrushRLConfig(_Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
+    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":

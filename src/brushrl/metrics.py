@@ -16,6 +16,9 @@ brushrl_reward_none_total              counter    samples whose reward is None; 
 brushrl_groups_total                   counter    groups by outcome; tag ``status`` (accepted/zero_variance/too_few_valid)
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
+brushrl_pipeline_groups                gauge      group ledger; tag ``state`` (submitted/accepted/filtered/failed/stale/running)
+brushrl_staleness                      gauge      policy versions behind, trained groups of the last step; tag ``stat`` (mean/max)
+brushrl_learner_idle_share             gauge      share of the last step's wall time the learner was not training
 =====================================  =========  ==========================================
 """
 
@@ -39,12 +42,16 @@ class PipelineMetrics:
         self.groups = rm.Counter("brushrl_groups_total", "Groups by outcome", tag_keys=("status",))
         self.step_s = rm.Gauge("brushrl_step_seconds", "Wall seconds of the last step")
         self.version = rm.Gauge("brushrl_policy_version", "Policy version after the last sync")
+        self.ledger = rm.Gauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
+        self.staleness = rm.Gauge("brushrl_staleness", "Staleness of trained groups, last step", tag_keys=("stat",))
+        self.idle = rm.Gauge("brushrl_learner_idle_share", "Learner idle share, last step")
 
     def publish(self, record: dict, counts: dict[str, dict[str, int]]) -> None:
         """Publish one step's metrics.
 
         Args:
-            record: the step's ``metrics.jsonl`` record (keys as written by the orchestrator).
+            record: the step's ``metrics.jsonl`` record (keys as written by the orchestrator;
+                ``ledger/<state>``, ``staleness/mean|max`` and ``learner/idle_share`` when present).
             counts: this step's increments: ``{"render": {status: n}, "gate": {verdict: n},
                 "none": {cause: n}, "groups": {status: n}}``.
         """
@@ -67,3 +74,11 @@ class PipelineMetrics:
                 self.reward.set(float(value), tags={"component": name})
         self.step_s.set(record.get("time/step_s", 0.0))
         self.version.set(record.get("policy_version", 0))
+        for state in ("submitted", "accepted", "filtered", "failed", "stale", "running"):
+            if f"ledger/{state}" in record:
+                self.ledger.set(record[f"ledger/{state}"], tags={"state": state})
+        for stat in ("mean", "max"):
+            if record.get(f"staleness/{stat}") is not None:
+                self.staleness.set(record[f"staleness/{stat}"], tags={"stat": stat})
+        if "learner/idle_share" in record:
+            self.idle.set(record["learner/idle_share"])

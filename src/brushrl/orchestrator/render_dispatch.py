@@ -1,0 +1,57 @@
+"""Asynchronous dispatch of render jobs to a ``RenderPool``'s actors, shared by concurrent groups.
+
+``RenderPool.render_many`` blocks until a whole batch is done; the asynchronous orchestrator has
+several groups rendering at once, each awaiting only its own sketches. :class:`AsyncRenderer` keeps
+the pool's two rules: an actor holds at most one job (idle actors are handed out from an
+``asyncio.Queue``, first come first served across groups), and a job whose call failed (actor died,
+call raised) is retried once on a different actor when the pool has more than one; a job that fails
+twice is ``RenderResult(status="infra")`` (reward None, never 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from brushrl.types import RenderResult
+
+
+class AsyncRenderer:
+    """Renders ``(code, seed)`` jobs on a list of renderer actor handles from coroutines.
+
+    Create it inside the running event loop (the queue belongs to that loop).
+
+    Args:
+        actors: ``RendererActor`` handles (``RenderPool.actors``); ``render.remote(code, seed)``.
+    """
+
+    def __init__(self, actors: list) -> None:
+        if not actors:
+            raise ValueError("AsyncRenderer needs at least one renderer actor")
+        self.actors = list(actors)
+        self._idle: asyncio.Queue[int] = asyncio.Queue()
+        for slot in range(len(self.actors)):
+            self._idle.put_nowait(slot)
+
+    async def render(self, code: str, seed: int) -> RenderResult:
+        """Render one sketch; never raises for an infrastructure failure (see the module docstring)."""
+        avoid, last_error = None, ""
+        for _ in range(2):
+            slot = await self._take(avoid)
+            try:
+                return await self.actors[slot].render.remote(code, seed)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of the call is retried once
+                avoid, last_error = slot, f"{type(exc).__name__}: {exc}"[:500]
+            finally:
+                self._idle.put_nowait(slot)  # a dead actor is restarted by Ray; calls wait for it
+        return RenderResult("infra", detail=f"render failed on 2 actors; last: {last_error}")
+
+    async def _take(self, avoid: int | None) -> int:
+        """An idle actor slot, not ``avoid`` unless it is the only actor."""
+        while True:
+            slot = await self._idle.get()
+            if slot != avoid or len(self.actors) == 1:
+                return slot
+            self._idle.put_nowait(slot)
+            await asyncio.sleep(0.05)  # let another job (or a freed actor) go first
