@@ -105,13 +105,18 @@ class TimedLearner:
 
 def make_producer(engine: Engine, learner: TimedLearner | None = None, delays=None, rewards=None, fail=()):
     """A producer coroutine: samples at the engine's current version, takes ``delays[group_id]``
-    seconds (default 0.01), and scores ``rewards(group_id)`` (default: varied -> accepted)."""
+    seconds (default 0.01; a callable: until it returns True for the engine), and scores ``rewards(group_id)`` (default: varied -> accepted)."""
     delays = delays or {}
 
     async def produce(ticket: Ticket, step: int) -> tuple[Group, StepCounts]:
         version = engine.version
         engine.events.append(("gen", ticket.group_id, version, learner.busy if learner else False))
-        await asyncio.sleep(delays.get(ticket.group_id, 0.01))
+        delay = delays.get(ticket.group_id, 0.01)
+        if callable(delay):  # wait for a condition on the engine (deterministic under CPU load)
+            while not delay(engine):
+                await asyncio.sleep(0.005)
+        else:
+            await asyncio.sleep(delay)
         if ticket.group_id in fail:
             raise RuntimeError("rollout actor died")
         values = rewards(ticket.group_id) if rewards else [0.1, 0.9]
@@ -171,9 +176,10 @@ def test_a_slow_group_beyond_max_staleness_is_dropped_and_counted():
     engine = Engine()
     learner = TimedLearner(engine, learn_s=0.01)
     ledger = GroupLedger(groups_per_step=1, max_staleness=1)
-    # Group 0 is sampled at version 0 and takes far longer than three learner steps.
-    loop = AsyncLoop(ledger, GroupFilter(), make_draw(), make_producer(engine, learner, delays={0: 0.15}), learner)
-    reports = run_loop(loop, 15)
+    # Group 0 is sampled at version 0 and finishes only once the learner is at version 3.
+    slow = make_producer(engine, learner, delays={0: lambda e: e.version >= 3})
+    loop = AsyncLoop(ledger, GroupFilter(), make_draw(), slow, learner)
+    reports = run_loop(loop, 6)
     ended = {e.ticket.group_id: e for r in reports for e in r.ended}
     assert ended[0].status == "stale" and ended[0].generated_by == 0
     assert reports[-1].ledger["stale"] >= 1
@@ -211,3 +217,24 @@ def test_a_step_goes_ahead_short_when_every_group_is_rejected():
     assert [r.trained for r in reports] == [[], []] and learner.trained == []
     assert [r.version_after for r in reports] == [0, 0]  # skipped: no optimizer step, no new version
     assert reports[-1].ledger["filtered"] >= 6
+
+
+# ----------------------------------------------------------------------------- bench summary
+def test_bench_summary_leaves_out_warmup_and_weights_staleness_by_groups():
+    from brushrl.orchestrator.bench import summarize
+
+    def rec(step, wall, learn, stale_mean, stale_max, accepted):
+        return {"step": step, "time/step_s": wall, "time/learn_s": learn, "time/gen_s": 1.0, "time/render_s": 2.0,
+                "time/score_s": 0.5, "time/sync_s": 0.5, "staleness/mean": stale_mean, "staleness/max": stale_max,
+                "groups/accepted": accepted, "ledger/accepted": step, "ledger/stale": 0}
+
+    metrics = [rec(1, 100.0, 1.0, 0.0, 0, 1), rec(2, 10.0, 5.0, 1.0, 1, 1), rec(3, 30.0, 5.0, 0.0, 0, 3)]
+    out = summarize(metrics, warmup=1)
+    assert out["steps"] == 2 and out["wall_s"] == 40.0
+    assert out["steps_per_hour"] == pytest.approx(180.0)
+    assert out["learner_idle_share"] == pytest.approx(0.75)
+    assert out["staleness_mean"] == pytest.approx(0.25) and out["staleness_max"] == 1
+    assert out["stage_share"]["render"] == pytest.approx(4.0 / 18.0)
+    assert out["groups"] == {"accepted": 3, "stale": 0}
+    with pytest.raises(ValueError, match="more than 1"):
+        summarize(metrics[:1], warmup=1)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from brushrl.learner.advantages import ACCEPTED, GroupFilter
@@ -88,7 +88,9 @@ class StepReport:
         wait_s: seconds the learner waited for groups; learn_s: the optimizer step; sync_s: the
             weight sync; all wall seconds.
         ledger: the ledger's counters after the step. ready: accepted groups still waiting.
-        checkpoint: the learner's checkpoint call for this step (an awaitable/ObjectRef) or None.
+        checkpoint: what the ``checkpoint`` callback returned for this step, or None.
+        step_s: wall seconds from the end of the previous step (or the start of ``run``) to the
+            end of this one's weight sync.
     """
 
     step: int
@@ -104,7 +106,7 @@ class StepReport:
     ledger: dict[str, int]
     ready: int
     checkpoint: object | None = None
-    extra: dict = field(default_factory=dict)
+    step_s: float = 0.0
 
 
 class AsyncLoop:
@@ -226,6 +228,7 @@ class AsyncLoop:
         pending_report: asyncio.Task | None = None
         try:
             self._admit()
+            t_prev = time.perf_counter()
             for step in range(first_step, last_step + 1):
                 self.step = step
                 t0 = time.perf_counter()
@@ -253,8 +256,9 @@ class AsyncLoop:
                     step=step, version_before=version_before, version_after=self.version, trained=groups,
                     ended=ended, staleness=[version_before - v for v, *_ in batch], stats=stats,
                     wait_s=wait_s, learn_s=learn_s, sync_s=sync_s, ledger=self.ledger.as_dict(),
-                    ready=len(self.ready), checkpoint=ckpt,
+                    ready=len(self.ready), checkpoint=ckpt, step_s=time.perf_counter() - t_prev,
                 )
+                t_prev = time.perf_counter()
                 if pending_report is not None:
                     await pending_report
                 pending_report = asyncio.ensure_future(_maybe_await(on_step(report)))

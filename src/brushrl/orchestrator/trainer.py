@@ -123,7 +123,6 @@ class Trainer:
         self.step_rewards: list[float] = list(self.state.get("step_rewards", []))
         #: Policy version the rollout engine serves (0 = the warm start; +1 per learner update).
         self.policy_version = int(self.state.get("policy_version", 0))
-        self._last_t: float | None = None
 
     def _say(self, text: str) -> None:
         print(text, file=self.log, flush=True)
@@ -151,10 +150,12 @@ class Trainer:
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
         render_pool = RenderPool(cfg.render)
+        actors = []
         try:
             learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             rollout = make_rollout_actor(cfg, system_prompt)
             scorer = make_scorer_actor(cfg.reward.pool)
+            actors = [learner, rollout, scorer]
             producer = GroupProducer(cfg, rollout, render_pool, scorer, pool, random.Random(cfg.run.seed))
             ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
             first_step = 1
@@ -175,6 +176,8 @@ class Trainer:
         finally:
             signal.signal(signal.SIGTERM, previous)
             render_pool.shutdown()
+            for actor in actors:  # free their CPUs for the next run on this cluster (bench)
+                ray.kill(actor, no_restart=True)
             self._finish()
         return self.run_dir.gallery
 
@@ -219,14 +222,12 @@ class Trainer:
             version=self.policy_version,
             checkpoint=checkpoint,
         )
-        self._last_t = time.perf_counter()
         await loop.run(first_step, cfg.run.steps, lambda report: asyncio.to_thread(self._write_step, report))
 
     def _write_step(self, report: StepReport) -> None:
         """Artefacts of one step (runs in a worker thread, one step at a time, in order)."""
         cfg = self.cfg
-        now = time.perf_counter()
-        step_s, self._last_t = now - self._last_t, now
+        step_s = report.step_s
         rows, samples = [], []
         status_counts: Counter = Counter()
         gen_s = render_s = score_s = 0.0
