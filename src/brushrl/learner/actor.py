@@ -110,7 +110,7 @@ def make_learner_actor(
         cfg: the run config (see :class:`LearnerActor`).
         total_steps: optimizer steps of the run.
         policy_loader: see :class:`LearnerActor`; must be picklable by Ray (cloudpickle).
-        num_gpus: GPUs to reserve (LearnerConfig has no such field yet).
+        num_gpus: GPUs to reserve (the trainer passes ``cfg.learner.num_gpus``).
         **learner_kwargs: passed to ``GRPOLearner``.
 
     Returns:

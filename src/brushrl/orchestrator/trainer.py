@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import shutil
 import signal
 import sys
 import time
@@ -75,8 +76,9 @@ class ActorLearnerSide:
         sync_timeout_s: a weight sync slower than this raises ``TimeoutError`` (the run fails loudly).
     """
 
-    def __init__(self, learner, rollout, sync_timeout_s: float) -> None:
+    def __init__(self, learner, rollout, sync_timeout_s: float, adapter_dir: str | None = None) -> None:
         self.learner, self.rollout, self.sync_timeout_s = learner, rollout, sync_timeout_s
+        self.adapter_dir = Path(adapter_dir).expanduser() if adapter_dir else None
 
     async def train(self, groups: list[Group]) -> dict[str, float]:
         """One optimizer step; samples are stripped to ``TrainSample`` (no PNG bytes to the learner)."""
@@ -87,7 +89,14 @@ class ActorLearnerSide:
         the object store); returns the new policy version. Raises ``TimeoutError`` past the limit."""
         async def _sync() -> int:
             version = await self.learner.policy_version.remote()
-            await self.rollout.load_adapter.remote(self.learner.adapter_state.remote(), version)
+            if self.adapter_dir is None:
+                await self.rollout.load_adapter.remote(self.learner.adapter_state.remote(), version)
+                return version
+            # By folder (vLLM): a fresh folder per version; the one two versions back is no longer served.
+            path = self.adapter_dir / f"v{version:06d}"
+            await self.learner.save_adapter.remote(str(path))
+            await self.rollout.load_adapter.remote(str(path), version)
+            shutil.rmtree(self.adapter_dir / f"v{version - 2:06d}", ignore_errors=True)
             return version
 
         try:
@@ -152,7 +161,7 @@ class Trainer:
         render_pool = RenderPool(cfg.render)
         actors = []
         try:
-            learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
+            learner = make_learner_actor(cfg, total_steps=cfg.run.steps, num_gpus=cfg.learner.num_gpus)
             rollout = make_rollout_actor(cfg, system_prompt)
             scorer = make_scorer_actor(cfg.reward.pool)
             actors = [learner, rollout, scorer]
@@ -161,7 +170,7 @@ class Trainer:
             first_step = 1
             if self.checkpoint is not None:
                 first_step = self._restore(learner, rollout, producer, ledger)
-            else:
+            elif cfg.rollout.adapter_dir is None:  # by folder (vLLM): version 0 is the bare base model
                 ray.get(rollout.load_adapter.remote(learner.adapter_state.remote(), 0))
             self.metrics = PipelineMetrics()
             self.line = StepLine(cfg.run.steps, self.log, first_step=first_step)
@@ -169,7 +178,7 @@ class Trainer:
                       f"{cfg.rollout.groups_per_step} group(s)/step, max_staleness "
                       f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}")
             if first_step <= cfg.run.steps:
-                side = ActorLearnerSide(learner, rollout, cfg.orchestrator.sync_timeout_s)
+                side = ActorLearnerSide(learner, rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir)
                 asyncio.run(self._loop(producer, render_pool, side, learner, ledger, first_step))
         except KeyboardInterrupt:
             self._say("[brushrl] interrupted: the run directory holds every completed step")
