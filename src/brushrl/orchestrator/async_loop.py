@@ -251,7 +251,8 @@ class AsyncLoop:
                 trained = [Ended(t, g, "accepted", c, v) for v, g, c, t in batch]
                 ended, self.ended, self.rejected = self.ended + trained, [], 0
                 self.step = step + 1
-                self._admit()
+                if step < last_step:  # no new work after the last step
+                    self._admit()
                 report = StepReport(
                     step=step, version_before=version_before, version_after=self.version, trained=groups,
                     ended=ended, staleness=[version_before - v for v, *_ in batch], stats=stats,
