@@ -1,4 +1,6 @@
-"""``brushrl bench pipeline``: the same config trained synchronously and asynchronously, compared.
+"""Pipeline throughput: the same config trained synchronously and asynchronously, compared.
+
+``brushrl bench pipeline``
 
 Runs ``brushrl train`` in-process twice on one local Ray cluster, with ``orchestrator.max_staleness``
 0 (synchronous GRPO) and K (asynchronous), each for ``--steps`` learner steps into
@@ -116,16 +118,8 @@ def print_table(report: dict) -> None:
     Console().print(table)
 
 
-def register(sub) -> None:
-    """Add ``brushrl bench`` with its ``pipeline`` sub-command."""
-    bench = sub.add_parser("bench", help="benchmarks (pipeline: sync vs async training throughput)")
-    bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH")
-    p = bench_sub.add_parser(
-        "pipeline",
-        help="train the same config synchronously and asynchronously; compare steps/hour",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``brushrl bench pipeline`` (registered by ``brushrl.bench_cli``)."""
     p.add_argument("--config", default="configs/local.yaml", help="YAML run config (default: %(default)s)")
     p.add_argument("--steps", type=int, default=6, help="learner steps per mode (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=1, help="first steps left out of the timing (default: %(default)s)")
@@ -134,5 +128,8 @@ def register(sub) -> None:
     p.add_argument("--json", metavar="PATH", help="where the JSON goes (default: OUT_DIR/bench_pipeline.json)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field (repeatable), e.g. --set rollout.groups_per_step=2")
-    p.set_defaults(func=run_bench)
-    bench.set_defaults(func=lambda args: bench.print_help() or 2)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point for ``brushrl.bench_cli``."""
+    return run_bench(args)

@@ -2,7 +2,7 @@
 
 ``RenderPool.render_many`` blocks until a whole batch is done; the asynchronous orchestrator has
 several groups rendering at once, each awaiting only its own sketches. :class:`AsyncRenderer` keeps
-the pool's two rules: an actor holds at most one job (idle actors are handed out from an
+the pool's two rules: an actor holds at most ``jobs_per_actor`` jobs (free slots are handed out from an
 ``asyncio.Queue``, first come first served across groups), and a job whose call failed (actor died,
 call raised) is retried once on a different actor when the pool has more than one; a job that fails
 twice is ``RenderResult(status="infra")`` (reward None, never 0).
@@ -22,15 +22,17 @@ class AsyncRenderer:
 
     Args:
         actors: ``RendererActor`` handles (``RenderPool.actors``); ``render.remote(code, seed)``.
+        jobs_per_actor: concurrent jobs per actor (``render.pages_per_actor``).
     """
 
-    def __init__(self, actors: list) -> None:
+    def __init__(self, actors: list, jobs_per_actor: int = 1) -> None:
         if not actors:
             raise ValueError("AsyncRenderer needs at least one renderer actor")
         self.actors = list(actors)
         self._idle: asyncio.Queue[int] = asyncio.Queue()
-        for slot in range(len(self.actors)):
-            self._idle.put_nowait(slot)
+        for _ in range(max(1, jobs_per_actor)):
+            for slot in range(len(self.actors)):
+                self._idle.put_nowait(slot)
 
     async def render(self, code: str, seed: int) -> RenderResult:
         """Render one sketch; never raises for an infrastructure failure (see the module docstring)."""

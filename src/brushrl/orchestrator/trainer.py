@@ -208,8 +208,8 @@ class Trainer:
 
     async def _loop(self, producer: GroupProducer, render_pool, side: ActorLearnerSide, learner,
                     ledger: GroupLedger, first_step: int) -> None:
-        renderer = AsyncRenderer(render_pool.actors)
         cfg = self.cfg
+        renderer = AsyncRenderer(render_pool.actors, cfg.render.pages_per_actor)
         loop: AsyncLoop
 
         def checkpoint(step: int):
