@@ -134,7 +134,9 @@ class RunDir:
         metrics lines and PNG folders of later steps, half-written checkpoint folders."""
         parquet = self.root / "rollouts.parquet"
         if parquet.exists():
-            rows = pd.read_parquet(parquet).to_dict("records")
+            frame = pd.read_parquet(parquet)
+            # Missing values come back as NaN; restore None so rows compare like freshly made ones.
+            rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
             self._rows = [r for r in rows if r["step"] <= step]
             if len(self._rows) != len(rows):
                 self.add_rows([])
