@@ -12,6 +12,7 @@ import importlib
 #: name -> module of a benchmark.
 _BENCH_MODULES = {
     "render": "brushrl.render.benchmark",  # render farm: latency, CPU, throughput, determinism
+    "pipeline": "brushrl.orchestrator.bench",  # training steps/hour, sync vs async
 }
 
 

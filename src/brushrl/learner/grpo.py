@@ -26,15 +26,18 @@ versions old) logged each token's log-prob. Two ways to use them, both through T
 
 from __future__ import annotations
 
+import random
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from datasets import Dataset
 from peft import LoraConfig as PeftLoraConfig
-from peft import get_peft_model_state_dict
+from peft import get_peft_model_state_dict, set_peft_model_state_dict
+from peft.utils import load_peft_weights
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 
@@ -207,6 +210,52 @@ class GRPOLearner:
         path = Path(path)
         self.model.save_pretrained(str(path), safe_serialization=True)
         return path
+
+    def save_state(self, path: str | Path) -> Path:
+        """Write everything a resumed run needs into folder ``path``: the adapter (as
+        :meth:`save_adapter`) and ``learner_state.pt`` (optimizer and LR scheduler state dicts,
+        ``policy_version``, the torch / Python / NumPy RNG states, CUDA's when on a GPU).
+
+        The caller makes the folder visible atomically (``brushrl.artifacts.run_dir``).
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.save_adapter(path)
+        state = {
+            "optimizer": self.trainer.optimizer.state_dict(),
+            "scheduler": self.trainer.lr_scheduler.state_dict(),
+            "policy_version": self._policy_version,
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+        }
+        if torch.cuda.is_available():
+            state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+        torch.save(state, path / "learner_state.pt")
+        return path
+
+    def load_state(self, path: str | Path) -> int:
+        """Restore a folder written by :meth:`save_state`; returns the restored ``policy_version``.
+
+        Raises:
+            FileNotFoundError: ``learner_state.pt`` or the adapter is missing.
+            ValueError: the adapter's keys are not this model's LoRA weights.
+        """
+        path = Path(path)
+        blob = torch.load(path / "learner_state.pt", map_location="cpu", weights_only=False)
+        weights = load_peft_weights(str(path), device=str(self.device))
+        expected = set(get_peft_model_state_dict(self.model))
+        if set(weights) != expected:
+            raise ValueError(f"checkpoint {path}: adapter keys differ from the learner's LoRA weights")
+        with torch.no_grad():
+            set_peft_model_state_dict(self.model, weights)
+        self.trainer.optimizer.load_state_dict(blob["optimizer"])
+        self.trainer.lr_scheduler.load_state_dict(blob["scheduler"])
+        self._policy_version = int(blob["policy_version"])
+        torch.set_rng_state(blob["rng"]["torch"])
+        random.setstate(blob["rng"]["python"])
+        np.random.set_state(blob["rng"]["numpy"])
+        if "cuda" in blob["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(blob["rng"]["cuda"])
+        return self._policy_version
 
     # ------------------------------------------------------------- log-probs
     def _token_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

