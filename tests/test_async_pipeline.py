@@ -125,7 +125,7 @@ def test_ledger_invariant_holds_with_injected_failures(local_ray):
     # Group 1: its marked sketch failed on the renderer twice (None, render_infra) and the scorer
     # returned None for the other: no valid sample left.
     causes = [s.none_cause for s in ended[1].group.samples]
-    assert ended[1].status == "too_few_valid" and causes[1] == "render_infra" and causes[0].startswith("scorer")
+    assert ended[1].status == "too_few_valid" and causes[1] == "render_infra" and causes[0].startswith("pool_similarity:")
     assert all(r.trained for r in reports), "every step trained on a group despite the failures"
     for e in ended.values():
         if e.status == "accepted":

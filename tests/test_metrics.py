@@ -51,7 +51,20 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_every_documented_metric_reaches_prometheus():
     """Publish one step on a real local Ray node and find every documented series (with its labels)
-    on the node's Prometheus endpoint."""
+    on the node's Prometheus endpoint.
+
+    Runs in a fresh interpreter: after an earlier ``ray.init``/``ray.shutdown`` in the same process
+    (other tests), gauges created for the new node were not exported (counters were)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT / "src")])}
+    code = "import test_metrics; test_metrics._publish_and_scrape()"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def _publish_and_scrape() -> None:
     import ray
 
     if ray.is_initialized():
@@ -67,7 +80,7 @@ def test_every_documented_metric_reaches_prometheus():
         m.renderers.set(2)
         record = {"step": 1, "policy_version": 1, "reward/mean": 0.4, "reward/gate": 0.75, "gate/pass_rate": 0.75,
                   "samples": 4, "render/per_s": 0.5, "render/mean_s": 2.0, "staleness/max": 0,
-                  "time/step_s": 10.0, "time/update_s": 2.0, "time/sync_s": 0.5}
+                  "time/step_s": 10.0, "time/update_s": 2.0, "time/sync_s": 0.5}  # no ledger keys: those gauges start at 0
         counts = {"render": {"ok": 3}, "gate": {"pass": 3, "external_access": 1}, "none": {"render_infra": 1},
                   "groups": {"accepted": 1}, "scorer_none": {"judge:timeout": 1}}
         m.publish(record, counts, [1.0, 2.0, 3.0])

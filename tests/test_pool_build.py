@@ -151,6 +151,7 @@ def test_build_cli_against_the_local_server(tmp_path, fake):
 
     cfg = {"prompts": {"subjects": ["a violet iris"]},
            "render": {"deadline_s": 120, "attempts": 2},
+           "reward": {"scorer_timeout_s": 180, "group_deadline_s": 600},  # must exceed the render deadline
            "pool_build": {"samples_per_prompt": 1,
                           "endpoints": [{"name": "local-test", "base_url": fake.base_url, "model": "m", "max_retries": 0}]}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
@@ -195,6 +196,7 @@ def test_build_cli_renders_in_the_ray_render_farm(tmp_path, fake, monkeypatch):
     cfg = {"prompts": {"subjects": ["a coral poppy", "a violet iris"]},
            "ray": {"num_cpus": 2},
            "render": {"num_actors": 2, "num_cpus": 0.5, "deadline_s": 120, "attempts": 2},
+           "reward": {"scorer_timeout_s": 180, "group_deadline_s": 600},
            "pool_build": {"samples_per_prompt": 1,
                           "endpoints": [{"name": "local-test", "base_url": fake.base_url, "model": "m", "max_retries": 0}]}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))

@@ -43,6 +43,10 @@ def quantile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+#: States of the async orchestrator's group ledger (``brushrl.orchestrator.capacity``).
+LEDGER_STATES = ("submitted", "accepted", "filtered", "failed", "stale", "running")
+
+
 class PipelineMetrics:
     """Holds the metric objects; create one per process after ``ray.init``."""
 
@@ -73,6 +77,14 @@ class PipelineMetrics:
         self.sync_s = rm.Gauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
         self.version = rm.Gauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
         self.ledger = rm.Gauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
+        # Measured with Ray 2.60: one gauge that was declared but never set made the node's exporter
+        # drop *every* gauge (counters still came through), so each gauge starts at 0.
+        for state in LEDGER_STATES:
+            self.ledger.set(0, tags={"state": state})
+        self.queue.set(0, tags={"queue": "render"})
+        for gauge in (self.inflight, self.renderers, self.render_cache, self.gate_pass, self.staleness,
+                      self.step_s, self.update_s, self.idle, self.sync_s, self.version):
+            gauge.set(0)
 
     def render_queue(self, queued: int, in_flight: int) -> None:
         """``RenderPool`` progress: ``queued`` jobs wait for a renderer, ``in_flight`` are rendering."""
@@ -125,7 +137,7 @@ class PipelineMetrics:
             self.idle.set(record["learner/idle_share"])
         else:
             self.idle.set(max(0.0, 1.0 - (update_s + sync_s) / step_s) if step_s else 0.0)
-        for state in ("submitted", "accepted", "filtered", "failed", "stale", "running"):
+        for state in LEDGER_STATES:
             if f"ledger/{state}" in record:
                 self.ledger.set(record[f"ledger/{state}"], tags={"state": state})
         self.version.set(record.get("policy_version", 0))

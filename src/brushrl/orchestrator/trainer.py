@@ -314,6 +314,7 @@ class Trainer:
             "time/score_s": score_s,
             "time/wait_s": report.wait_s,
             "time/learn_s": report.learn_s,
+            "time/update_s": report.learn_s,  # the optimizer step (ray_brushrl_learner_update_seconds)
             "time/sync_s": report.sync_s,
             "time/step_s": step_s,
             "learner/idle_share": max(0.0, 1.0 - report.learn_s / step_s) if step_s > 0 else 0.0,
