@@ -31,6 +31,8 @@ class AsyncRenderer:
         self.actors = list(actors)
         self.jobs_per_actor = max(1, jobs_per_actor)
         self._retired: set[int] = set()
+        #: Jobs waiting for a free actor slot now (``ray_brushrl_queue_depth{queue="render"}``).
+        self.waiting = 0
         self._idle: asyncio.Queue[int] = asyncio.Queue()
         for _ in range(self.jobs_per_actor):
             for slot in range(len(self.actors)):
@@ -55,7 +57,11 @@ class AsyncRenderer:
         """Render one sketch; never raises for an infrastructure failure (see the module docstring)."""
         avoid, last_error = None, ""
         for _ in range(2):
-            slot = await self._take(avoid)
+            self.waiting += 1
+            try:
+                slot = await self._take(avoid)
+            finally:
+                self.waiting -= 1
             try:
                 return await self.actors[slot].render.remote(code, seed)
             except asyncio.CancelledError:

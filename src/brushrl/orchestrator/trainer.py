@@ -237,6 +237,9 @@ class Trainer:
         control = ControlFile(self.run_dir.root / CONTROL_FILE)
 
         async def on_step(report: StepReport) -> None:
+            self.metrics.render_queue(renderer.waiting, 0)
+            self.metrics.groups_in_flight(report.ledger.get("running", 0))
+            self.metrics.renderers.set(len(render_pool.actors))
             await asyncio.to_thread(self._write_step, report, render_pool)
             if await asyncio.to_thread(self._apply_control, control, render_pool):
                 renderer.sync_actors(render_pool.actors)
