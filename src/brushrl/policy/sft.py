@@ -210,16 +210,16 @@ def train_sft(model: torch.nn.Module, examples: list[SFTExample], cfg: PolicyCon
 
 
 def sft_threads() -> int:
-    """Torch threads for SFT: the cores this process may use that are not already busy.
+    """Torch threads for SFT: every core this process may run on.
 
-    ``cores - 1-minute load average`` (rounded), at least 1. The warm start runs in the driver before
-    any actor starts, so on a dedicated machine that is every core. Measured on the 2-core dev
-    machine (hidden 256, 4 layers, batch 8 x 512 tokens, bf16 autocast): 2 threads gave 9.9-10.4 k
-    tokens/s vs 4.8-5.8 k for 1 thread while the machine was quiet, but 0.7-0.9 k tokens/s (vs
-    2.5-4 k for 1 thread) while other processes kept the cores busy.
+    The warm start runs in the driver before any actor starts, so on a machine of its own the cores
+    are otherwise idle. Measured on the 2-core dev machine (hidden 256, 4 layers, batch 8 x 512
+    tokens, bf16 autocast): 2 threads 9.9-10.4 k tokens/s vs 4.8-5.8 k for 1 thread when quiet;
+    1.6-1.7 k tokens/s for 1 thread of the 3.7 M-parameter default. While other processes keep the
+    cores busy, 2 threads were 3-4x slower than 1 (pass ``threads=1`` then). An earlier version chose
+    ``cores - load average``; right after ``make setup`` (pip) that picked 1 thread on a quiet machine.
     """
-    cores = len(os.sched_getaffinity(0))
-    return max(1, min(cores, round(cores - os.getloadavg()[0])))
+    return len(os.sched_getaffinity(0))
 
 
 def warm_start(
