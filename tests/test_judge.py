@@ -242,6 +242,43 @@ def test_unreachable_endpoint_gives_none_and_bad_images_are_isolated():
     backend.close()
 
 
+@pytest.mark.parametrize("server", ["judge"], indirect=True)
+def test_curriculum_shifts_references_toward_love_and_never_back(server):
+    stages = [{"min_score": 0.5, "refs": {"good": 1, "love": 3}}, {"min_score": 0.9, "refs": {"love": 4}}]
+    judge, backend = _judge(server.url, refs_per_tier=2, curriculum=stages, curriculum_window=2)
+    tiers = {e.id: e.tier for e in ReferencePool(POOL).entries}
+    black, white = _png("#000000"), _png("#ffffff")  # the fake judge prefers more paint: 1.0 / 0.0
+
+    def group(png, seed):
+        refs = sorted(tiers[r] for r in judge.references(seed))
+        (out,) = judge.score_many([png], seed=seed)
+        return refs, out
+
+    refs, out = group(white, 1)  # base mix; running mean 0.0
+    assert refs == ["good", "good", "love", "love"] and out.stage == 0 and out.score == 0.0
+    refs, out = group(black, 2)  # judged in the base mix, then the mean (0 + 1) / 2 reaches 0.5
+    assert refs == ["good", "good", "love", "love"] and out.stage == 0 and judge.curriculum.stage == 1
+    refs, out = group(black, 3)  # stage 1 mix; mean (1 + 1) / 2 reaches 0.9
+    assert refs == ["good", "love", "love", "love"] and out.stage == 1 and out.resolved == 4
+    assert judge.curriculum.stage == 2
+    for seed in (4, 5, 6):  # harder references, worse scores: the stage does not move back
+        refs, out = group(white, seed)
+        assert refs == ["love"] * 4 and out.stage == 2
+    assert judge.curriculum.running_mean() == 0.0 and judge.curriculum.stage == 2
+    backend.close()
+
+
+def test_curriculum_config_is_checked():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="curriculum"):
+        JudgeConfig(curriculum=[{"min_score": 0.7, "refs": {"love": 4}}, {"min_score": 0.5, "refs": {"love": 2}}])
+    with pytest.raises(ValidationError, match="tiers must be love/good"):
+        JudgeConfig(curriculum=[{"min_score": 0.5, "refs": {"reject": 2}}])
+    with pytest.raises(ValidationError, match="tiers must be love/good"):
+        JudgeConfig(curriculum=[{"min_score": 0.5, "refs": {"love": 0}}])
+
+
 def test_parse_verdict():
     assert parse_verdict('{"winner": "B", "reason": "soft"}').winner == "B"
     assert parse_verdict('```json\n{"winner": "A", "reason": ""}\n```').winner == "A"

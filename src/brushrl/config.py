@@ -236,6 +236,22 @@ JUDGE_CRITERIA = (
 )
 
 
+class CurriculumStage(_Section):
+    """One stage of the judge's reference curriculum (``JudgeConfig.curriculum``)."""
+
+    min_score: float = Field(ge=0.0, le=1.0)
+    """The stage starts once the running mean judge score reaches this value."""
+    refs: dict[str, int]
+    """Tier -> references per group in this stage, e.g. ``{good: 1, love: 3}``."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "CurriculumStage":
+        bad = {t: k for t, k in self.refs.items() if t not in ("love", "good") or k < 0}
+        if bad or not any(self.refs.values()):
+            raise ValueError(f"refs: tiers must be love/good with counts >= 0, at least one > 0 (got {self.refs})")
+        return self
+
+
 class JudgeConfig(_Section):
     """The pairwise VLM judge (``brushrl.reward.judge``)."""
 
@@ -277,6 +293,22 @@ class JudgeConfig(_Section):
     """Weights dtype of the in-process backend (bfloat16 on GPU; float32 on CPU)."""
     num_gpus: float = Field(0.0, ge=0)
     """GPUs the judge actor reserves (in-process backend on GPU)."""
+    curriculum: list[CurriculumStage] = Field(default_factory=list)
+    """Optional reference curriculum: stages in rising ``min_score``; the judge moves to the last
+    stage whose threshold the running mean judge score has reached and never moves back. Before the
+    first stage (and with an empty list) the mix is ``refs_per_tier`` of each tier in ``tiers``.
+    E.g. ``[{min_score: 0.5, refs: {good: 1, love: 3}}, {min_score: 0.7, refs: {love: 4}}]`` shifts
+    the references from ``good`` toward ``love`` as the policy starts beating them (the seeds'
+    pools: 117 ``love`` vs 266 ``good``)."""
+    curriculum_window: int = Field(8, ge=1)
+    """Groups in the running mean judge score that drives ``curriculum``."""
+
+    @model_validator(mode="after")
+    def _check_curriculum(self) -> "JudgeConfig":
+        thresholds = [s.min_score for s in self.curriculum]
+        if thresholds != sorted(set(thresholds)):
+            raise ValueError(f"curriculum: min_score must rise strictly from stage to stage (got {thresholds})")
+        return self
 
 
 class HPSv3Config(_Section):

@@ -329,6 +329,9 @@ class Trainer:
             vals = [s.components.get(name) for s in samples if s.reward is not None]
             vals = [v for v in vals if v is not None]
             record[f"reward/{name}"] = sum(vals) / len(vals) if vals else None
+        stages = [s.raw["judge_curriculum_stage"] for s in samples if "judge_curriculum_stage" in s.raw]
+        if stages:
+            record["judge/curriculum_stage"] = max(stages)  # the judge's reference curriculum stage
         if record["reward/mean"] is not None:
             self.step_rewards.append(record["reward/mean"])
         self.run_dir.log_metrics(record)

@@ -35,7 +35,7 @@ import random
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -286,9 +286,14 @@ class ReferencePool:
         the group's rewards are comparable (HF reproduction: the draw alone moved a judge score
         from 0.250 to 0.625 on one painting).
         """
+        return self.draw({name: k for name in tiers}, seed)
+
+    def draw(self, mix: Mapping[str, int], seed: int) -> list[PoolEntry]:
+        """Draw ``mix[tier]`` references from each tier (fewer if a tier is smaller), in ``mix``
+        order, reproducibly from ``seed`` (``sample`` is the equal mix)."""
         rng = random.Random(seed)
         out: list[PoolEntry] = []
-        for name in tiers:
+        for name, k in mix.items():
             members = self.tier(name)
             out.extend(rng.sample(members, min(k, len(members))))
         return out

@@ -46,11 +46,12 @@ class JudgeActor:
         self.judge = PairwiseJudge(ReferencePool(pool_path), backend or make_backend(judge), judge)
 
     def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
-        """``GroupScorer``: value = judge score; raw = {resolved, dropped}; None when no comparison
-        resolved (cause: the commonest failure, e.g. ``judge:timeout``)."""
+        """``GroupScorer``: value = judge score; raw = {resolved, dropped, curriculum_stage}; None
+        when no comparison resolved (cause: the commonest failure, e.g. ``judge:timeout``)."""
         out = []
         for r in self.judge.score_many(pngs, seed):
-            raw = {"resolved": float(r.resolved), "dropped": float(sum(r.dropped.values()))}
+            raw = {"resolved": float(r.resolved), "dropped": float(sum(r.dropped.values())),
+                   "curriculum_stage": float(r.stage)}
             if r.score is None:
                 cause = r.dropped.most_common(1)[0][0] if r.dropped else "no_comparison"
                 out.append(ScoreOut(None, raw, cause))

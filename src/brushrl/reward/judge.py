@@ -32,7 +32,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Sequence
@@ -83,11 +83,59 @@ class JudgeScore:
         score: mean over resolved comparisons in [0, 1]; None if none resolved.
         resolved: comparisons (both orders answered) that count.
         dropped: causes of dropped comparisons, one count per failed order.
+        stage: the reference curriculum stage the group was judged in (0: the base mix).
     """
 
     score: float | None
     resolved: int = 0
     dropped: Counter = field(default_factory=Counter)
+    stage: int = 0
+
+
+class ReferenceCurriculum:
+    """Which references a group faces: the base mix, then ``cfg.curriculum``'s stages as the policy
+    improves.
+
+    The running mean is over the last ``cfg.curriculum_window`` groups' mean judge score (samples
+    with a score only; a group with none is not observed). The stage is the last one whose
+    ``min_score`` the running mean has reached; it never moves back, so a bad group after a stage
+    change (the new references are harder, scores drop) does not flip the mix to and fro.
+    Invariant: ``0 <= stage <= len(cfg.curriculum)``; stage 0 is ``refs_per_tier`` of each of
+    ``cfg.tiers``. State is per judge actor and starts at 0 after a restart.
+    """
+
+    def __init__(self, cfg: JudgeConfig):
+        self.cfg = cfg
+        self.stage = 0
+        self._recent: deque[float] = deque(maxlen=cfg.curriculum_window)
+        self._lock = threading.Lock()
+
+    def current(self) -> tuple[int, dict[str, int]]:
+        """(stage, tier -> references per group) of the current stage, read together."""
+        with self._lock:
+            stage = self.stage
+        if stage == 0:
+            return 0, {t: self.cfg.refs_per_tier for t in self.cfg.tiers}
+        return stage, dict(self.cfg.curriculum[stage - 1].refs)
+
+    def running_mean(self) -> float | None:
+        """Mean of the last ``curriculum_window`` group means, None before the first group."""
+        with self._lock:
+            return sum(self._recent) / len(self._recent) if self._recent else None
+
+    def observe(self, scores: Sequence[float | None]) -> int:
+        """Record one group's judge scores (None entries ignored); returns the stage after it."""
+        values = [v for v in scores if v is not None]
+        with self._lock:
+            if values:
+                self._recent.append(sum(values) / len(values))
+            mean = sum(self._recent) / len(self._recent) if self._recent else 0.0
+            for i, stage in enumerate(self.cfg.curriculum, start=1):
+                if i > self.stage and mean >= stage.min_score:
+                    log.info("judge curriculum: stage %d (running mean %.3f >= %.3f): refs %s",
+                             i, mean, stage.min_score, stage.refs)
+                    self.stage = i
+            return self.stage
 
 
 class PairwiseBackend(Protocol):
@@ -343,14 +391,18 @@ class PairwiseJudge:
         self.pool, self.backend, self.cfg = pool, backend, cfg
         if not any(pool.tier(t) for t in cfg.tiers):
             raise ValueError(f"reward.judge.tiers: pool {pool.root} has no reference in tiers {cfg.tiers}")
-        self._refs = {e.id: resize_png(e.path.read_bytes(), cfg.image_side) for e in pool.entries if e.tier in cfg.tiers}
+        self.curriculum = ReferenceCurriculum(cfg)
+        tiers = set(cfg.tiers) | {t for stage in cfg.curriculum for t in stage.refs}
+        self._refs = {e.id: resize_png(e.path.read_bytes(), cfg.image_side) for e in pool.entries if e.tier in tiers}
 
     def references(self, seed: int) -> list[str]:
-        """Reference ids for a group (same seed, same references)."""
-        return [e.id for e in self.pool.sample(list(self.cfg.tiers), self.cfg.refs_per_tier, seed)]
+        """Reference ids for a group in the curriculum's current mix (same seed and stage, same
+        references)."""
+        return [e.id for e in self.pool.draw(self.curriculum.current()[1], seed)]
 
     def score_many(self, pngs: Sequence[bytes], seed: int) -> list[JudgeScore]:
-        """Judge a group's paintings against the references drawn with ``seed``.
+        """Judge a group's paintings against the references drawn with ``seed`` in the curriculum's
+        current mix; the group's scores then feed the curriculum (:class:`ReferenceCurriculum`).
 
         Args:
             pngs: the group's rendered PNGs (any size; RGBA composited on white).
@@ -360,7 +412,8 @@ class PairwiseJudge:
             One :class:`JudgeScore` per PNG; an unreadable PNG gets ``score`` None with cause
             ``bad_image``. Never raises for a backend failure.
         """
-        refs = [self._refs[r] for r in self.references(seed)]
+        stage, mix = self.curriculum.current()
+        refs = [self._refs[e.id] for e in self.pool.draw(mix, seed)]
         images: list[bytes | None] = []
         for png in pngs:
             try:
@@ -376,7 +429,7 @@ class PairwiseJudge:
                 pairs.append((ref, img))  # painting is B
                 index.append((i, j))
         verdicts = self.backend.compare_many(pairs)
-        results = [JudgeScore(None) for _ in pngs]
+        results = [JudgeScore(None, stage=stage) for _ in pngs]
         values: list[list[float]] = [[] for _ in pngs]
         for k, (i, _j) in enumerate(index):
             first, second = verdicts[2 * k], verdicts[2 * k + 1]
@@ -391,6 +444,7 @@ class PairwiseJudge:
             elif values[i]:
                 results[i].score = sum(values[i]) / len(values[i])
                 results[i].resolved = len(values[i])
+        self.curriculum.observe([r.score for r in results])
         return results
 
 
