@@ -160,6 +160,35 @@ def test_build_cli_against_the_local_server(tmp_path, fake):
     assert (e.id, e.tier, e.source) == ("local_test-a_violet_iris-000", "unrated", "local-test")
 
 
+class ScriptedEngine:
+    """A rollout engine double that answers with SKELETON sketches and records every prompt: it
+    pins down what ``PolicySource`` asks; the real tiny policy runs in the next test."""
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def generate(self, prompts, n, seed=None):
+        from types import SimpleNamespace
+
+        self.prompts.extend(prompts)
+        colour = "#2f6f9f" if "critique" in prompts[0] else "#e08a72"
+        return [[SimpleNamespace(text="```js\n" + SKELETON.replace("#e08a72", colour) + "\n```")] * n]
+
+
+def test_local_policy_revises_with_one_prompt_holding_sketch_and_critique(tmp_path, fake, farm):
+    engine = ScriptedEngine()
+    counts = PoolBuilder(tmp_path / "d", [PolicySource(engine)], farm, ["a coral poppy"], TEMPLATE, samples=1,
+                         critic=OpenAICritic(endpoint(fake, "critic")), rounds=2).run()
+    assert (counts.added, counts.failed) == (3, 0), counts
+    by_id = {e.id: e for e in ReferencePool(tmp_path / "d").entries}
+    assert by_id["policy-a_coral_poppy-000-r2"].parent_id == "policy-a_coral_poppy-000-r1"
+    assert by_id["policy-a_coral_poppy-000-r1"].round == 1 and "#2f6f9f" in by_id["policy-a_coral_poppy-000-r1"].code
+    first, revise1, _ = engine.prompts
+    assert first == TEMPLATE.format(subject="a coral poppy")
+    assert revise1.startswith(first) and "#e08a72" in revise1 and "wetter and darker" in revise1
+    assert sum(isinstance(r["messages"][-1]["content"], list) for r in fake.requests) == 2  # one critique per round
+
+
 @pytest.mark.slow
 def test_build_from_the_local_policy(tmp_path, farm):
     from test_policy import SYSTEM, standin_corpus, tiny_policy_cfg

@@ -7,8 +7,9 @@ every subject, ``samples_per_prompt`` replies are asked for, the sketch is extra
 Chromium with ``--no-ray``) and, when the render is ``ok`` with paint, added to the draft as
 ``unrated`` (PNG downscaled to ``--thumb`` pixels, like the starter pool). With
 ``pool_build.refine_rounds`` > 0 and a ``critic`` endpoint, each painting of round r-1 is shown to
-the critic (the PNG as a data URL), the critique goes back to the generating endpoint with its
-previous sketch, and the revision is rendered and added as round r (``parent_id`` = the painting
+the critic (the PNG as a data URL), the critique goes back to the generating source with its
+previous sketch (an endpoint: the same conversation; the local policy: one prompt holding the
+request, the previous sketch and the critique), and the revision is rendered and added as round r (``parent_id`` = the painting
 it revises). Every round's sketch and painting is kept.
 
 Resumable: candidate ids are deterministic (``<source>-<subject>-<sample>`` plus ``-r<round>``);
@@ -42,6 +43,9 @@ REVISE_TEMPLATE = (
     "Here is a critique of the painting your sketch produced:\n\n{critique}\n\n"
     "Revise the sketch to address it. Reply with the whole revised sketch in one ```js block."
 )
+#: The revision request of a single-turn source (the local policy): the original request, the
+#: previous sketch and the critique in one user message.
+REVISE_SINGLE_TURN_TEMPLATE = "{user_prompt}\n\nYour previous sketch:\n\n{previous_reply}\n\n" + REVISE_TEMPLATE
 CRITIQUE_TEMPLATE = (
     "This watercolour was painted by a p5.brush sketch for the prompt: {prompt}\n"
     "Critique it in at most five short points: composition, colour, watercolour feel, and what "
@@ -59,6 +63,18 @@ class CandidateSource(Protocol):
 
         Raises:
             Exception: a request failed (the candidates are retried on the next build).
+        """
+        ...
+
+
+class RevisingSource(CandidateSource, Protocol):
+    """A source that can revise its own sketch given a critique (refinement rounds)."""
+
+    def revise(self, user_prompt: str, previous_reply: str, critique: str, seed: int) -> str:
+        """One revised reply to ``user_prompt`` after ``previous_reply`` got ``critique``.
+
+        Raises:
+            Exception: a request failed (the revision is retried on the next build).
         """
         ...
 
@@ -132,6 +148,13 @@ class PolicySource:
     def generate(self, user_prompt: str, n: int, seed: int) -> list[str]:
         return [c.text for c in self.engine.generate([user_prompt], n, seed=seed)[0]]
 
+    def revise(self, user_prompt: str, previous_reply: str, critique: str, seed: int) -> str:
+        """A revision as one single-turn request (``REVISE_SINGLE_TURN_TEMPLATE``): rollout engines
+        take one user prompt per sample, not a conversation."""
+        prompt = REVISE_SINGLE_TURN_TEMPLATE.format(user_prompt=user_prompt, previous_reply=previous_reply,
+                                                    critique=critique)
+        return self.engine.generate([prompt], 1, seed=seed)[0][0].text
+
 
 class LocalRenderFarm:
     """One local headless Chromium (``brushrl.render.browser.Renderer``) with the render config's
@@ -199,7 +222,8 @@ class PoolBuilder:
         samples: candidates per (source, subject) in round 0.
         min_paint_fraction: renders with less paint are not added (``blank``; the gate's threshold).
         thumb: stored PNG side in pixels.
-        critic, rounds: refinement (endpoint sources only; see the module docstring).
+        critic, rounds: refinement of every source with a ``revise`` method (endpoints, the local
+            policy; see the module docstring).
         progress: ``progress(line, n=1)`` after each finished candidate (``n`` > 1 for ones done before).
     """
 
@@ -256,11 +280,11 @@ class PoolBuilder:
                         self.progress(f"[failed] {source.name} / {subject}: {type(exc).__name__}: {exc}", len(todo))
                         continue
                     self._finish(list(zip(todo, replies)), source, subject, round_=0, parents={})
-                if self.rounds and self.critic and isinstance(source, OpenAISource):
+                if self.rounds and self.critic and hasattr(source, "revise"):
                     self._refine(source, subject, prompt, ids, done)
         return self.counts
 
-    def _refine(self, source: OpenAISource, subject: str, prompt: str, ids: list[str], done: set[str]) -> None:
+    def _refine(self, source: RevisingSource, subject: str, prompt: str, ids: list[str], done: set[str]) -> None:
         rows = {r.id: r for r in self.writer.rows()}
         current = [i for i in ids if i in rows]  # round-0 paintings of this (source, subject)
         for r in range(1, self.rounds + 1):
