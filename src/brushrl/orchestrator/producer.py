@@ -212,8 +212,9 @@ class GroupProducer:
         todo = [(g, [s for s in g.samples if s.gate.passed and s.gate.stage == "runtime"]) for g in groups]
         todo = [(g, scored) for g, scored in todo if scored]
         jobs = [([s.render.png for s in scored], g.prompt, g.seed) for g, scored in todo]
-        results = self.scorers.score(jobs, deadline=time.monotonic() + cfg.group_deadline_s) if jobs else []
-        counts.scorer_wall_s = dict(self.scorers.wall_s)
+        results, wall_s = (self.scorers.score_timed(jobs, deadline=time.monotonic() + cfg.group_deadline_s)
+                           if jobs else ([], {}))
+        counts.scorer_wall_s = wall_s
         counts.scorer_restarts = dict(self.scorers.restarts)
         for (g, scored), by_scorer in zip(todo, results):
             for i, s in enumerate(scored):

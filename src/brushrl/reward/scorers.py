@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from typing import Sequence
@@ -35,6 +36,7 @@ class ScorerSet:
         self.failures: Counter = Counter()
         self.restarts: Counter = Counter()
         self.wall_s: dict[str, float] = {}
+        self._lock = threading.Lock()  # failures / restarts: score_timed runs in several threads
 
     def score(self, jobs: Sequence[tuple[list[bytes], str, int]], deadline: float | None = None
               ) -> list[dict[str, list[ScoreOut]]]:
@@ -44,16 +46,24 @@ class ScorerSet:
             deadline: ``time.monotonic()`` value after which pending calls are abandoned.
 
         Returns:
-            Per job, scorer name -> one ``ScoreOut`` per PNG. ``wall_s`` holds, per scorer, the
-            seconds from launch until its last call of this batch finished.
+            Per job, scorer name -> one ``ScoreOut`` per PNG. ``wall_s`` then holds, per scorer,
+            the seconds from launch until its last call of this batch finished (callers in several
+            threads use :meth:`score_timed`, which returns them instead).
         """
+        results, self.wall_s = self.score_timed(jobs, deadline)
+        return results
+
+    def score_timed(self, jobs: Sequence[tuple[list[bytes], str, int]], deadline: float | None = None
+                    ) -> tuple[list[dict[str, list[ScoreOut]]], dict[str, float]]:
+        """:meth:`score` that returns ``(results, wall_s)`` and leaves ``self.wall_s`` alone: safe to
+        call from several threads at once (the async producer scores groups in worker threads)."""
         t0 = time.monotonic()
         end = t0 + self.timeout_s if deadline is None else min(t0 + self.timeout_s, deadline)
         refs = {(j, name): actor.score_group.remote(pngs, prompt, seed)
                 for j, (pngs, prompt, seed) in enumerate(jobs) for name, actor in self.actors.items()}
         results: list[dict[str, list[ScoreOut]]] = [{} for _ in jobs]
         pending = {ref: key for key, ref in refs.items()}
-        self.wall_s = {name: 0.0 for name in self.actors}
+        wall_s = {name: 0.0 for name in self.actors}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, end - time.monotonic()))
             if not ready:
@@ -61,13 +71,14 @@ class ScorerSet:
             ref = ready[0]
             j, name = pending.pop(ref)
             n = len(jobs[j][0])
-            self.wall_s[name] = time.monotonic() - t0
+            wall_s[name] = time.monotonic() - t0
             try:
                 out = ray.get(ref)
                 if len(out) != n:
                     raise ValueError(f"{name} returned {len(out)} results for {n} images")
                 results[j][name] = out
-                self.failures[name] = 0
+                with self._lock:
+                    self.failures[name] = 0
             except Exception as exc:  # noqa: BLE001 - RayTaskError, ActorDiedError, bad output
                 log.warning("scorer %s failed: %r", name, exc)
                 cause = f"scorer_error:{type(getattr(exc, 'cause', None) or exc).__name__}"
@@ -79,14 +90,16 @@ class ScorerSet:
             except Exception:  # noqa: BLE001 - cancelling is best effort
                 pass
             results[j][name] = [ScoreOut(None, cause="scorer_timeout") for _ in jobs[j][0]]
-            self.wall_s[name] = time.monotonic() - t0
+            wall_s[name] = time.monotonic() - t0
             self._failed(name)
-        return results
+        return results, wall_s
 
     def _failed(self, name: str) -> None:
-        self.failures[name] += 1
-        if self.failures[name] >= self.max_failures:
+        with self._lock:
+            self.failures[name] += 1
+            if self.failures[name] < self.max_failures:
+                return
             log.warning("scorer %s failed %d times in a row: restarting it", name, self.failures[name])
-            ray.kill(self.actors[name], no_restart=False)
             self.restarts[name] += 1
             self.failures[name] = 0
+        ray.kill(self.actors[name], no_restart=False)
