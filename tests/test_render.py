@@ -97,6 +97,9 @@ def test_skeleton_renders_a_size_by_size_painting(renderer):
     assert rgb_at_centre(res.png) != (253, 248, 238)  # paint where the shape is
     assert 0 < res.draw_s <= res.wall_s
     assert res.js_errors == [] and res.refused == [] and res.attempts == 1 and res.actor_id == "local"
+    # the wall time is accounted for by phases, in page order; the in-page drawing is inside "sketch"
+    assert list(res.phases) == ["page", "load", "sketch", "close", "decode"] and min(res.phases.values()) >= 0
+    assert res.draw_s <= res.phases["sketch"] and sum(res.phases.values()) <= res.wall_s
     print(f"\nskeleton 600x600: wall {res.wall_s:.2f} s, draw {res.draw_s:.2f} s, paint {res.paint_fraction:.4f}")
 
 
@@ -397,6 +400,7 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
         assert 0 < s["overhead_share"] < 1
         assert s["cpu_s_mean"] > 0.1  # Chromium's processes did the drawing
         assert s["peak_rss_mb_per_actor"] > 50 and s["renders_per_min"] > 0
+        assert s["phase_p50_s"]["sketch"] >= s["draw_p50_s"] * 0.5 and s["phase_p50_s"]["page"] > 0
     assert report["pools"]["2"]["actors_seen"] == 2
     det = report["determinism"]
     assert det["all"]["renders"] == 8 and det["skeleton"]["renders"] == 4

@@ -9,6 +9,8 @@ each actor count it reports:
   page, p5 load, sketch, capture, PNG decode; Ray's dispatch is in renders/min only), p50 in-page
   drawing seconds (``draw_s``: setup + first frame);
 * overhead share: sum(wall - draw) / sum(wall) (page, p5 load, capture, PNG decode);
+* p50 seconds per phase (``RenderResult.phases``: page, load, sketch, close, decode), where the
+  overhead goes;
 * CPU core-seconds per render: user + system time of all the actor's Chromium processes
   (``brushrl.render.procs``), mean and p50;
 * renders per minute (renders / batch wall time) and peak memory per actor (largest summed RSS of
@@ -37,6 +39,10 @@ from pathlib import Path
 
 from brushrl.config import BrushRLConfig, ConfigError, RenderConfig, load_config
 from brushrl.types import RenderResult
+
+
+#: ``RenderResult.phases`` keys, in page order.
+PHASES = ("page", "load", "sketch", "close", "decode")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -69,6 +75,7 @@ def summarise(results: list[RenderResult], batch_s: float) -> dict:
         "batch_s": batch_s,
         "peak_rss_mb_per_actor": max(per_actor.values(), default=0.0),
         "actors_seen": len(per_actor),
+        "phase_p50_s": {ph: _pct([r.phases[ph] for r in ok if ph in r.phases], 50) for ph in PHASES},
     }
 
 
@@ -166,6 +173,7 @@ def run_benchmark(
             det.add(name, r)
             rows.append({"actors": n, "sketch": name, "status": r.status, "actor_id": r.actor_id,
                          "wall_s": r.wall_s, "draw_s": r.draw_s, "cpu_s": r.cpu_s, "peak_rss_mb": r.peak_rss_mb,
+                         "phases": r.phases,
                          "paint_fraction": r.paint_fraction, "attempts": r.attempts,
                          "error": (r.js_errors[:1] or [r.detail])[0][:200] if r.status != "ok" else ""})
     return {
@@ -194,6 +202,12 @@ def print_report(report: dict, console=None) -> None:
                   f"{s['draw_p50_s']:.2f}", f"{s['overhead_share']:.0%}", f"{s['cpu_s_mean']:.2f}",
                   f"{s['renders_per_min']:.1f}", f"{s['peak_rss_mb_per_actor']:.0f}")
     console.print(t)
+    ph = Table(title="where the wall time goes: p50 seconds per phase of an ok render (RenderResult.phases)")
+    for col in ("actors", *PHASES):
+        ph.add_column(col, justify="right")
+    for n, s in report["pools"].items():
+        ph.add_row(n, *(f"{s.get('phase_p50_s', {}).get(p, 0.0):.3f}" for p in PHASES))
+    console.print(ph)
     d = Table(title="determinism: repeats vs the sketch's first render (all pool sizes)")
     for col in ("sketch", "renders", "pixels differing", "max channel diff", "max Δ paint fraction",
                 "max Δ reward proxy (0-1)"):

@@ -341,7 +341,7 @@ class Renderer:
         def done() -> dict | None:
             return next((e for e in events if e.get("phase") == "done"), None)
 
-        context = None
+        context, t_commit = None, start
         try:
             if self._browser is None or not self._browser.is_connected():
                 return RenderResult("infra", detail="browser is not connected")
@@ -350,7 +350,7 @@ class Renderer:
                 accept_downloads=False,
             )
             context.route("**/*", route)
-            context.expose_binding(binding, lambda _source, event: events.append(event))
+            context.expose_binding(binding, lambda _source, event: events.append({**event, "_t": time.monotonic()}))
             page = context.new_page()
             context.on("page", on_popup)  # registered after our own page: every later page is a popup
             page.on("console", on_console)
@@ -359,6 +359,7 @@ class Renderer:
             page.on("download", on_download)
             page.on("framenavigated", on_navigated)
             page.goto(ORIGIN + "/", wait_until="commit", timeout=left_ms())
+            t_commit = time.monotonic()
             # Wait in the driver, not in the page: the binding callback runs during these waits.
             while not done() and not crashed and not left and time.monotonic() - start < deadline_s:
                 page.wait_for_timeout(min(POLL_MS, left_ms()))
@@ -372,7 +373,9 @@ class Renderer:
                 what = _CRASH if crashed else "playwright error"
                 return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
         finally:
+            t_close = time.monotonic()
             self._dispose(context)
+            t_closed = time.monotonic()
         u1 = self.usage()
         meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb)}
         if killed:
@@ -392,14 +395,20 @@ class Renderer:
                 refused=refused,
                 **meter,
             )
+        t_sketch = next((e["_t"] for e in events if e.get("phase") == "sketch"), t_commit)
+        phases = {"page": t_commit - start, "load": t_sketch - t_commit, "sketch": state["_t"] - t_sketch,
+                  "close": t_closed - t_close}
         common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"]),
-                  "brush_calls": dict(state.get("calls") or {}), **meter}
+                  "brush_calls": dict(state.get("calls") or {}), "phases": phases, **meter}
         if state["errors"]:
             return RenderResult("error", js_errors=list(state["errors"]), **common)
         if not state["png"]:
             return RenderResult("error", detail="the sketch created no canvas", **common)
+        t0 = time.monotonic()
         png = _decode_data_url(state["png"])
-        return RenderResult("ok", png=png, paint_fraction=paint_fraction(png), **common)
+        fraction = paint_fraction(png)
+        phases["decode"] = time.monotonic() - t0
+        return RenderResult("ok", png=png, paint_fraction=fraction, **common)
 
     def _dispose(self, context) -> None:
         """Close a render's context; this also kills a page stuck in a loop. If even that fails the
