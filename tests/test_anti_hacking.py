@@ -63,6 +63,13 @@ def renders():
         renderer.close()
 
 
+def _moved(img: Image.Image, dx: int, dy: int) -> Image.Image:
+    """``img`` translated by (dx, dy) pixels on paper-coloured ground."""
+    out = Image.new("RGB", img.size, "#fdf8ee")
+    out.paste(img, (dx, dy))
+    return out
+
+
 def test_hacks_score_below_the_median_honest_painting(renders):
     cfg = PoolScorerConfig(path=str(ROOT / "pools/starter"))
     pool = ReferencePool(cfg.path)
@@ -81,6 +88,7 @@ def test_hacks_score_below_the_median_honest_painting(renders):
         # the best reference of the draw, upscaled to the canvas: a copy
         "copy_of_reference": _png(ref_img.resize((600, 600), Image.LANCZOS)),
         "copy_slightly_shifted": _png(ref_img.resize((600, 600)).rotate(1.5, fillcolor="#fdf8ee")),
+        "copy_moved_30px": _png(_moved(ref_img.resize((600, 600)), 30, -20)),
         "flat_colour": _png(Image.new("RGB", (600, 600), "#e08a72")),
         "flood_fill": renders["flood_fill"].png,
         "noise_canvas": _png(Image.fromarray(rng.integers(0, 256, (600, 600, 3), dtype=np.uint8))),

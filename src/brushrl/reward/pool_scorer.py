@@ -18,11 +18,17 @@ with BC the Bhattacharyya coefficient ``sum(sqrt(p * q))`` of two normalised his
 in [0, 1]. A painting's score is the mean over its references of ``tier_value * similarity``.
 
 Copy guard: a painting whose 32x32 grey thumbnail (composited on white) has a Pearson correlation
-of at least ``copy_min_corr`` with that of any pool image, of any tier, scores 0: copying a
-reference is the one hack that the (translation-invariant) similarity would reward most. Measured
-on the starter pool: honest corpus variants reach at most 0.76 against any pool image; an exact copy
-1.0, rotated 1.5 deg 0.99, 5 deg 0.91; a copy shifted by 20 px drops to 0.79 and escapes the guard
-(a shift-invariant check is future work).
+of at least ``copy_min_corr`` with that of any pool image, of any tier, at any shift of up to
+``COPY_MAX_SHIFT`` thumbnail pixels (4 of 32: 75 px on a 600 px canvas) scores 0: copying a
+reference is the one hack that the (translation-invariant) similarity would reward most. The
+shifted correlation is scikit-image's ``match_template`` (zero-normalised cross-correlation) of the
+pool thumbnail over the painting's thumbnail padded with white paper. Measured on the starter pool
+without shifts: honest corpus variants reach at most 0.76 against any pool image; an exact copy
+1.0, rotated 1.5 deg 0.99, 5 deg 0.91, and a copy shifted by 20 px dropped to 0.79 and escaped.
+With the shift search: a copy moved by (30, -20) px 0.96 (caught); honest renders in
+``tests/test_anti_hacking.py`` 0.55-0.71; 45 paintings of a 20-step CPU run 0.79 at most (0.76
+unshifted), none flagged; pool images against the rest of the pool unchanged (median 0.79; the
+peach/yellow/magenta hibiscus are one composition in three colours, 0.98).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 from skimage import color, filters, transform
+from skimage.feature import match_template
 
 from brushrl.pool.store import PoolEntry
 
@@ -43,12 +50,8 @@ _EDGE_BINS = 8
 _EDGE_MAX = 0.4
 _PAINT_DIST = 32.0 / 255.0
 _THUMB = 32
-
-
-def _standardise(x: np.ndarray) -> np.ndarray:
-    """Zero mean, unit variance (all zeros for a flat image)."""
-    sd = x.std()
-    return (x - x.mean()) / sd if sd > 1e-9 else np.zeros_like(x)
+#: Largest shift, in thumbnail pixels, at which the copy guard still compares (module docstring).
+COPY_MAX_SHIFT = 4
 
 
 def grey_thumbnail(png: bytes) -> np.ndarray:
@@ -131,15 +134,17 @@ class PoolSimilarityScorer:
             for e in entries
             if e.tier in self.tier_values
         }
-        self._thumbs = np.stack([_standardise(grey_thumbnail(e.path.read_bytes())) for e in entries]) if entries else None
+        self._thumbs = [grey_thumbnail(e.path.read_bytes()) for e in entries]
 
     def copy_correlation(self, png: bytes) -> float:
-        """Largest Pearson correlation in [-1, 1] between the grey thumbnails of ``png`` and of any
-        pool image (0 for a flat image or an empty pool)."""
-        if self._thumbs is None:
+        """Largest Pearson correlation in [-1, 1] between the grey thumbnail of ``png``, shifted by
+        up to ``COPY_MAX_SHIFT`` pixels each way (white paper fills the border), and that of any pool
+        image (0 for a flat image or an empty pool)."""
+        thumb = grey_thumbnail(png)
+        if not self._thumbs or thumb.std() < 1e-9:
             return 0.0
-        z = _standardise(grey_thumbnail(png))
-        return float((self._thumbs * z).mean(axis=(1, 2)).max())
+        padded = np.pad(thumb, COPY_MAX_SHIFT, constant_values=1.0)
+        return max((float(match_template(padded, ref).max()) for ref in self._thumbs if ref.std() > 1e-9), default=0.0)
 
     def score(self, png: bytes, ref_ids: list[str]) -> float:
         """Mean over ``ref_ids`` of ``tier_value * similarity`` in [0, 1]; 0 for a copy of a pool image.
