@@ -89,6 +89,7 @@ def test_hacks_score_below_the_median_honest_painting(renders):
         "copy_of_reference": _png(ref_img.resize((600, 600), Image.LANCZOS)),
         "copy_slightly_shifted": _png(ref_img.resize((600, 600)).rotate(1.5, fillcolor="#fdf8ee")),
         "copy_moved_30px": _png(_moved(ref_img.resize((600, 600)), 30, -20)),
+        "copy_mirrored": _png(ref_img.resize((600, 600)).transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
         "flat_colour": _png(Image.new("RGB", (600, 600), "#e08a72")),
         "flood_fill": renders["flood_fill"].png,
         "noise_canvas": _png(Image.fromarray(rng.integers(0, 256, (600, 600, 3), dtype=np.uint8))),

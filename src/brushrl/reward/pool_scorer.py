@@ -18,17 +18,18 @@ with BC the Bhattacharyya coefficient ``sum(sqrt(p * q))`` of two normalised his
 in [0, 1]. A painting's score is the mean over its references of ``tier_value * similarity``.
 
 Copy guard: a painting whose 32x32 grey thumbnail (composited on white) has a Pearson correlation
-of at least ``copy_min_corr`` with that of any pool image, of any tier, at any shift of up to
-``COPY_MAX_SHIFT`` thumbnail pixels (4 of 32: 75 px on a 600 px canvas) scores 0: copying a
-reference is the one hack that the (translation-invariant) similarity would reward most. The
-shifted correlation is scikit-image's ``match_template`` (zero-normalised cross-correlation) of the
-pool thumbnail over the painting's thumbnail padded with white paper. Measured on the starter pool
-without shifts: honest corpus variants reach at most 0.76 against any pool image; an exact copy
-1.0, rotated 1.5 deg 0.99, 5 deg 0.91, and a copy shifted by 20 px dropped to 0.79 and escaped.
-With the shift search: a copy moved by (30, -20) px 0.96 (caught); honest renders in
-``tests/test_anti_hacking.py`` 0.55-0.71; 45 paintings of a 20-step CPU run 0.79 at most (0.76
-unshifted), none flagged; pool images against the rest of the pool unchanged (median 0.79; the
-peach/yellow/magenta hibiscus are one composition in three colours, 0.98).
+of at least ``copy_min_corr`` with that of any pool image (or its mirror image), of any tier, at
+any shift of up to ``COPY_MAX_SHIFT`` thumbnail pixels (4 of 32: 75 px on a 600 px canvas) scores
+0: copying a reference is the one hack that the (translation-invariant) similarity would reward
+most. The shifted correlation is scikit-image's ``match_template`` (zero-normalised
+cross-correlation) of the pool thumbnail over the painting's thumbnail padded with white paper.
+Measured on the starter pool without shifts: honest corpus variants reach at most 0.76 against any
+pool image; an exact copy 1.0, rotated 1.5 deg 0.99, 5 deg 0.91, and a copy shifted by 20 px
+dropped to 0.79 and escaped. With the shift and mirror search: a copy moved by (30, -20) px 0.96,
+a mirrored copy 1.0 (both caught); honest renders in ``tests/test_anti_hacking.py`` 0.61-0.71; 45
+paintings of a 20-step CPU run 0.79 at most (0.76 unshifted), none flagged; pool images against
+the rest of the pool unchanged (median 0.79; the peach/yellow/magenta hibiscus are one composition
+in three colours, 0.98).
 """
 
 from __future__ import annotations
@@ -134,12 +135,13 @@ class PoolSimilarityScorer:
             for e in entries
             if e.tier in self.tier_values
         }
-        self._thumbs = [grey_thumbnail(e.path.read_bytes()) for e in entries]
+        thumbs = [grey_thumbnail(e.path.read_bytes()) for e in entries]
+        self._thumbs = thumbs + [np.fliplr(t) for t in thumbs]  # a mirrored copy is a copy too
 
     def copy_correlation(self, png: bytes) -> float:
         """Largest Pearson correlation in [-1, 1] between the grey thumbnail of ``png``, shifted by
         up to ``COPY_MAX_SHIFT`` pixels each way (white paper fills the border), and that of any pool
-        image (0 for a flat image or an empty pool)."""
+        image or its mirror image (0 for a flat image or an empty pool)."""
         thumb = grey_thumbnail(png)
         if not self._thumbs or thumb.std() < 1e-9:
             return 0.0
