@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     sets = [
         "rollout.backend=vllm",
         "rollout.adapter_dir=/dev/shm/brushrl-adapters",
-        f"rollout.num_gpus={args.rollout_gpus}",
+        f"resources.rollout.num_gpus={args.rollout_gpus}",
         "rollout.gpu_memory_utilization=0.35",
-        f"learner.num_gpus={args.learner_gpus}",
+        f"resources.learner.num_gpus={args.learner_gpus}",
         "ray.num_cpus=" + str(os.cpu_count() or 8),
         f"render.num_actors={max(2, (os.cpu_count() or 8) // 2)}",
         *args.set,

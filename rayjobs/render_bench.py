@@ -4,7 +4,7 @@
 
 Same options as ``brushrl bench render`` (run ``python rayjobs/render_bench.py --help``); joins the
 job's cluster instead of starting a local one, so renderer actors land where the cluster puts them
-(``render.resources`` in ``--config`` to pin them to renderer nodes).
+(``resources.renderer.resources`` in ``--config``, e.g. ``{renderer: 1}``, to pin them to renderer nodes).
 """
 
 from __future__ import annotations

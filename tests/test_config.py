@@ -87,3 +87,33 @@ def test_judge_led_example_config_loads():
     cfg = load_config(ROOT / "configs/judge_led.yaml")
     assert cfg.reward.preset == "judge_led" and cfg.reward.judge.base_url
     assert cfg.reward.hpsv3.python and cfg.reward.hpsv3.num_gpus == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "value", "new"),
+    [
+        ("render.resources", {"renderer": 1}, "resources.renderer.resources"),
+        ("learner.num_gpus", 0.5, "resources.learner.num_gpus"),
+        ("rollout.num_gpus", 0.3, "resources.rollout.num_gpus"),
+    ],
+)
+def test_moved_placement_field_names_its_new_place(old, value, new):
+    with pytest.raises(ConfigError) as err:
+        load_config(ROOT / "configs/local.yaml", {old: value})
+    assert f"{old}: moved to {new}" in str(err.value)
+    # The new place takes it.
+    cfg = load_config(ROOT / "configs/local.yaml", {new: value})
+    section, field = new.split(".")[1:]
+    assert getattr(getattr(cfg.resources, section), field) == value
+
+
+def test_old_resolved_config_with_default_placement_still_loads(tmp_path):
+    """A run directory's config.yaml written before the move holds the old defaults; it resumes."""
+    data = yaml.safe_load((ROOT / "configs/local.yaml").read_text())
+    data["render"]["resources"] = {}
+    data.setdefault("learner", {})["num_gpus"] = 0.0
+    data.setdefault("rollout", {})["num_gpus"] = 0.0
+    cfg = parse_config(data)
+    assert "resources" not in cfg.render.model_dump() and "num_gpus" not in cfg.learner.model_dump()
+    with pytest.raises(ConfigError, match="render.resources: moved to resources.renderer.resources"):
+        parse_config({**data, "render": {**data["render"], "resources": {"renderer": 2}}})

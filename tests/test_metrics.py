@@ -33,6 +33,18 @@ def test_documented_metrics_are_the_emitted_ones(monkeypatch):
     assert documented == emitted_metrics(monkeypatch)
 
 
+def test_ledger_states_are_the_ledger_counts():
+    """``metrics.LEDGER_STATES`` is the group ledger's own definition, and names its group counts."""
+    import brushrl.metrics as bm
+    from brushrl.orchestrator import capacity
+    from brushrl.orchestrator.capacity import GroupLedger
+
+    assert bm.LEDGER_STATES is capacity.LEDGER_STATES
+    counts = set(GroupLedger(groups_per_step=1).as_dict()) - {"groups_per_step", "max_staleness", "forfeited"}
+    assert set(capacity.LEDGER_STATES) == counts
+    assert capacity.LEDGER_STATES[1:-1] == capacity.TERMINAL
+
+
 def test_quantile_matches_numpy():
     import numpy as np
 

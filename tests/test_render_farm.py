@@ -11,7 +11,7 @@ import time
 import pytest
 import ray
 
-from brushrl.config import RenderConfig
+from brushrl.config import ActorPlacement, RenderConfig
 from brushrl.render.pool import RenderPool
 
 
@@ -23,9 +23,10 @@ def test_actor_with_two_pages_renders_two_at_once_and_custom_resource_is_request
     ray.init(address="local", num_cpus=2, resources={"renderer": 1}, include_dashboard=False,
              _node_ip_address="127.0.0.1", log_to_driver=False)
     try:
-        cfg = RenderConfig(num_actors=1, pages_per_actor=2, num_cpus=0.5, resources={"renderer": 1},
-                           deadline_s=120, attempts=1, cache_entries=0)
-        p = RenderPool(cfg)
+        cfg = RenderConfig(num_actors=1, pages_per_actor=2, num_cpus=0.5, deadline_s=120, attempts=1,
+                           cache_entries=0)
+        placement = ActorPlacement(resources={"renderer": 1})  # resources.renderer of a run config
+        p = RenderPool(cfg, placement)
         p.ping()
         assert ray.available_resources().get("renderer", 0) == 0  # the actor holds it
         blank = "function setup() { createCanvas(600, 600, WEBGL); background(9); noLoop(); }"
@@ -40,7 +41,7 @@ def test_actor_with_two_pages_renders_two_at_once_and_custom_resource_is_request
         assert took < 0.8 * walls  # they overlapped (serial: took >= walls)
         assert p.ping()[0]["browsers"] >= 2
         # A second actor asking for the same resource cannot be placed: it waits, it does not run.
-        extra = RenderPool(cfg)
+        extra = RenderPool(cfg, placement)
         with pytest.raises(ray.exceptions.GetTimeoutError):
             extra.ping(timeout_s=5)
         extra.shutdown(timeout_s=1)

@@ -13,6 +13,7 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 #: The ten string-free brush methods of the HF reproduction's allowlist (its ``core/prompt.py``);
 #: the original used a GEPA-evolved list of eight. A short strict whitelist beats a long reference.
@@ -129,8 +130,6 @@ class RolloutConfig(_Section):
     """Weight sync through adapter folders: the learner saves ``<adapter_dir>/v<version>`` and the
     engine loads it (required by ``vllm``; ``/dev/shm/...`` on one node, shared storage on a
     cluster). None: the adapter state goes actor to actor through Ray's object store."""
-    num_gpus: float = Field(0.0, ge=0)
-    """GPUs the rollout actor reserves (fractions share one GPU with the learner)."""
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
     """vLLM's share of GPU memory (leave room for a learner on the same GPU)."""
     group_size: int = Field(4, ge=2)
@@ -173,10 +172,6 @@ class RenderConfig(_Section):
     actor and its browser live on). Checked every 40 ms, so an allocation burst can overshoot it
     by what the page allocates in that time. The V8 heap alone is also capped by Chromium's
     ``--js-flags=--max-old-space-size`` at half of this."""
-    resources: dict[str, float] = Field(default_factory=dict)
-    """Ray custom resources each renderer actor requests, e.g. ``{renderer: 1}`` so that actors land
-    only on nodes started with ``--resources='{"renderer": N}'`` (CPU nodes; leaves GPUs alone).
-    Empty (default): no custom resource, so a local cluster works."""
     cache_entries: int = Field(1024, ge=0)
     """In-memory LRU render cache of the pool (entries; 0 disables). Keyed by hash(code, seed, size,
     p5 + p5.brush file contents, Chromium version, gl backend); only ``ok`` and ``error`` renders
@@ -426,8 +421,6 @@ class LearnerConfig(_Section):
     off-policy correction for ``orchestrator.max_staleness > 0``. See ``brushrl.learner.grpo``."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs the learner actor reserves."""
-    num_gpus: float = Field(0.0, ge=0)
-    """GPUs the learner actor reserves (0: CPU; on a GPU it trains with bf16 and checkpointing)."""
 
 
 class EndpointConfig(_Section):
@@ -499,12 +492,15 @@ class NodeKindConfig(_Section):
 
 class ActorPlacement(_Section):
     """Where an actor runs and what it reserves beyond the CPUs of its stage section
-    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``; the scorer reserves 0.25)."""
+    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``; the scorer reserves 0.25).
+    The one place for GPUs, memory and custom resources of the learner, rollout, scorer and
+    renderer actors (``brushrl.plan.resources.ray_options`` turns it into Ray actor options)."""
 
     node: str = "local"
     """Node kind (a key of ``resources.nodes``) the actor is planned on."""
     num_gpus: float = Field(0.0, ge=0)
-    """GPUs reserved (fractions share a GPU, e.g. learner 0.5 + rollout 0.3 + scorer 0.2 on one H200)."""
+    """GPUs reserved (fractions share a GPU, e.g. learner 0.5 + rollout 0.3 + scorer 0.2 on one H200).
+    A learner with GPUs trains with bf16 and gradient checkpointing."""
     memory_gb: float = Field(0.0, ge=0)
     """Memory reserved with Ray's ``memory`` resource, GiB (0: no reservation)."""
     resources: dict[str, float] = Field(default_factory=dict)
@@ -564,6 +560,15 @@ class ResourcesConfig(_Section):
         return self
 
 
+#: Fields that moved into the ``resources`` section (old dotted path -> new one). A config that
+#: still sets one fails validation with a message naming both paths.
+MOVED_FIELDS: dict[str, str] = {
+    "render.resources": "resources.renderer.resources",
+    "learner.num_gpus": "resources.learner.num_gpus",
+    "rollout.num_gpus": "resources.rollout.num_gpus",
+}
+
+
 class BrushRLConfig(_Section):
     """The whole run configuration (one YAML file)."""
 
@@ -580,6 +585,27 @@ class BrushRLConfig(_Section):
     """Cluster shape, actor placement and stage-latency estimates (``brushrl config check``, ``brushrl plan``)."""
     pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data):
+        """Name each field of ``MOVED_FIELDS`` the input still sets, with where it lives now. The
+        old defaults (``{}``, ``0``), which every run directory's resolved ``config.yaml`` written
+        before the move carries, are dropped instead, so those runs still resume."""
+        if not isinstance(data, dict):
+            return data
+        moved = []
+        for old, new in MOVED_FIELDS.items():
+            section, field = old.split(".")
+            if not (isinstance(data.get(section), dict) and field in data[section]):
+                continue
+            if data[section][field] in ({}, 0):
+                data = {**data, section: {k: v for k, v in data[section].items() if k != field}}
+            else:
+                moved.append(f"{old}: moved to {new}")
+        if moved:
+            raise PydanticCustomError("moved_field", "{moved}", {"moved": "; ".join(moved)})
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
@@ -600,6 +626,9 @@ class ConfigError(ValueError):
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
+        if err["type"] == "moved_field":  # the message names the fields itself
+            lines.extend(f"  {line}" for line in err["msg"].split("; "))
+            continue
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"
         lines.append(f"  {loc}: {err['msg']}")
     return "\n".join(lines)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from ray.util import metrics as rm
 
+from brushrl.orchestrator.capacity import LEDGER_STATES  # the ledger's group counts, defined once
+
 #: Histogram buckets of one render's wall seconds: the CPU box's 0.25-5 s up to the seeds' 69-96 s
 #: renders and the 90 s deadline (shared/notes/seeds.md).
 RENDER_BUCKETS_S = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 90, 120, 300)
@@ -43,8 +45,6 @@ def quantile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-#: States of the async orchestrator's group ledger (``brushrl.orchestrator.capacity``).
-LEDGER_STATES = ("submitted", "accepted", "filtered", "failed", "stale", "running")
 
 
 class PipelineMetrics:

@@ -98,7 +98,6 @@ def make_learner_actor(
     total_steps: int,
     *,
     policy_loader: PolicyLoader | None = None,
-    num_gpus: float | None = None,
     **learner_kwargs,
 ) -> "ray.actor.ActorHandle":
     """Start a :class:`LearnerActor` on the connected Ray cluster.
@@ -111,7 +110,6 @@ def make_learner_actor(
         cfg: the run config (see :class:`LearnerActor`).
         total_steps: optimizer steps of the run.
         policy_loader: see :class:`LearnerActor`; must be picklable by Ray (cloudpickle).
-        num_gpus: GPUs to reserve (None: ``cfg.resources.learner.num_gpus``).
         **learner_kwargs: passed to ``GRPOLearner``.
 
     Returns:
@@ -121,8 +119,6 @@ def make_learner_actor(
 
     threads = str(cfg.policy.torch_threads)
     options = ray_options(cfg.resources.learner)
-    if num_gpus is not None:
-        options["num_gpus"] = num_gpus
     remote_cls = ray.remote(LearnerActor).options(
         num_cpus=cfg.learner.num_cpus,
         **options,

@@ -35,6 +35,9 @@ from dataclasses import asdict, dataclass
 
 #: Terminal states of a group, in the order of the ledger invariant.
 TERMINAL = ("accepted", "filtered", "failed", "stale")
+#: The group counts of a :class:`GroupLedger` (each one of its fields), in invariant order: the
+#: ``ledger/<state>`` keys of ``metrics.jsonl`` and the ``state`` label of ``brushrl_pipeline_groups``.
+LEDGER_STATES = ("submitted", *TERMINAL, "running")
 
 
 @dataclass
@@ -45,8 +48,8 @@ class GroupLedger:
         groups_per_step: groups the learner consumes per step (``rollout.groups_per_step``).
         max_staleness: policy versions a group may lag behind the learner when trained
             (``orchestrator.max_staleness``); 0 is synchronous GRPO.
-        submitted, accepted, filtered, failed, stale, running: group counts (see the module
-            docstring); all but ``running`` only grow, except ``accepted`` which loses a group
+        submitted, accepted, filtered, failed, stale, running: group counts (:data:`LEDGER_STATES`,
+            see the module docstring); all but ``running`` only grow, except ``accepted`` which loses a group
             that expires in the ready buffer (it moves to ``stale``).
         forfeited: unused slots of short learner steps.
     """

@@ -162,7 +162,7 @@ class Trainer:
         render_pool = RenderPool(cfg.render, cfg.resources.renderer)
         actors = []
         try:
-            learner = make_learner_actor(cfg, total_steps=cfg.run.steps, num_gpus=cfg.learner.num_gpus)
+            learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             rollout = make_rollout_actor(cfg, system_prompt)
             scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
             actors = [learner, rollout, *scorers.values()]

@@ -411,7 +411,7 @@ def _run(args) -> int:
         from brushrl.render.pool import RenderPool
 
         init_ray(cfg.ray)
-        farm = RenderPool(cfg.render)
+        farm = RenderPool(cfg.render, cfg.resources.renderer)
     b = cfg.pool_build
     subjects = b.subjects or cfg.prompts.subjects
     samples = args.samples or b.samples_per_prompt

@@ -126,6 +126,7 @@ def run_benchmark(
     repeats: int,
     seed: int = 1,
     on_render=None,
+    placement=None,
 ) -> dict:
     """Run the benchmark on the connected Ray cluster (``ray.init`` must have been called).
 
@@ -137,6 +138,8 @@ def run_benchmark(
         repeats: renders of each sketch per pool size (>= 1; >= 2 for determinism within a size).
         seed: render seed of every job.
         on_render: optional ``callback(done: int, total: int)`` after each render (progress).
+        placement: where the renderer actors go (``resources.renderer`` of a run config, a
+            ``config.ActorPlacement``; None: CPUs only).
 
     Returns:
         the report: ``{"config", "machine", "sketches", "pools": {n: summary}, "determinism",
@@ -152,7 +155,7 @@ def run_benchmark(
     rows: list[dict] = []
     total, done = len(jobs) * len(actor_counts), 0
     for n in actor_counts:
-        pool = RenderPool(cfg.model_copy(update={"num_actors": n, "cache_entries": 0, "cache_dir": None}))
+        pool = RenderPool(cfg.model_copy(update={"num_actors": n, "cache_entries": 0, "cache_dir": None}), placement)
         try:
             pool.ping()
             pool.render_many([(bench_sketches()[1][1], 0)] * n)  # warm-up: one small render per actor
@@ -220,7 +223,8 @@ def print_report(report: dict, console=None) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared by ``brushrl bench render`` and ``rayjobs/render_bench.py``."""
-    p.add_argument("--config", metavar="FILE", help="run config YAML (its render section; default: built-in)")
+    p.add_argument("--config", metavar="FILE",
+                   help="run config YAML (its render section and resources.renderer placement; default: built-in)")
     p.add_argument("--actors", default="1,2,4", metavar="N,N,..", help="pool sizes to measure (default 1,2,4)")
     p.add_argument("--sketches", type=int, default=20, metavar="K", help="first K of the 20 sketches (default 20)")
     p.add_argument("--repeats", type=int, default=3, metavar="R", help="renders per sketch per pool size (default 3)")
@@ -262,13 +266,13 @@ def run(args: argparse.Namespace, address: str | None = "local") -> int:
         kw = {}
         if address == "local":  # enough logical CPUs (and custom resources) for the largest pool
             kw = {"num_cpus": max(1, math.ceil(max(actors) * rc.num_cpus)),
-                  "resources": {k: v * max(actors) for k, v in rc.resources.items()},
+                  "resources": {k: v * max(actors) for k, v in cfg.resources.renderer.resources.items()},
                   "_node_ip_address": "127.0.0.1"}
         ray.init(address=address, include_dashboard=False, log_to_driver=False, **kw)
     try:
         with Progress(transient=True) as bar:
             task = bar.add_task("rendering", total=None)
-            report = run_benchmark(rc, actors, args.sketches, args.repeats, args.seed,
+            report = run_benchmark(rc, actors, args.sketches, args.repeats, args.seed, placement=cfg.resources.renderer,
                                    on_render=lambda d, t: bar.update(task, completed=d, total=t))
     finally:
         if started:

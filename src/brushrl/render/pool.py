@@ -78,18 +78,16 @@ RendererActor = ray.remote(RendererWorker)
 
 
 def create_renderer_actor(cfg: RenderConfig, placement=None):
-    """Start one renderer actor (requires ``ray.init``) with ``num_cpus=cfg.num_cpus``, the custom
-    resources ``cfg.resources`` plus what ``placement`` (a ``config.ActorPlacement``, e.g.
-    ``cfg.resources.renderer`` of the run config) asks for (e.g. ``{"renderer": 1}``: it then waits for
-    a node that offers them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
+    """Start one renderer actor (requires ``ray.init``) with ``num_cpus=cfg.num_cpus``, what
+    ``placement`` (a ``config.ActorPlacement``, ``resources.renderer`` of the run config) asks for
+    (GPUs, memory, custom resources such as ``{"renderer": 1}``: it then waits for a node that offers
+    them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
     Returns its ``ActorHandle``."""
     from brushrl.plan.resources import ray_options
 
     options = ray_options(placement) if placement is not None else {}
-    resources = {**cfg.resources, **options.pop("resources", {})}
     return RendererActor.options(
         num_cpus=cfg.num_cpus,
-        resources=resources or None,
         max_concurrency=cfg.pages_per_actor,
         max_restarts=cfg.max_restarts,
         **options,

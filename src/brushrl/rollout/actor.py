@@ -11,7 +11,7 @@ from brushrl.rollout.transformers_engine import TransformersEngine
 def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.ActorHandle:
     """Start the rollout engine actor of ``cfg.rollout.backend`` (:class:`TransformersEngine`, or
     ``brushrl.rollout.vllm_engine.VLLMEngine`` in the ``cfg.rollout.python`` interpreter) for
-    ``cfg.policy`` / ``cfg.rollout`` / ``cfg.learner.lora``, with ``cfg.rollout.num_gpus`` GPUs.
+    ``cfg.policy`` / ``cfg.rollout`` / ``cfg.learner.lora``.
 
     The actor reserves ``cfg.rollout.num_cpus`` logical CPUs and what ``cfg.resources.rollout`` asks
     for (GPUs, memory, custom resources), and runs with
@@ -28,7 +28,7 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     runtime_env: dict = {"env_vars": {"OMP_NUM_THREADS": str(cfg.policy.torch_threads)}}
     if cfg.rollout.python:
         runtime_env["py_executable"] = cfg.rollout.python
-    options = {"num_cpus": cfg.rollout.num_cpus, "num_gpus": cfg.rollout.num_gpus, "runtime_env": runtime_env}
+    options = {"num_cpus": cfg.rollout.num_cpus, "runtime_env": runtime_env}
     options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
     if cfg.rollout.backend == "vllm":
         # Imported by name inside the actor's own interpreter: the driver needs no vllm.
