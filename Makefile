@@ -10,8 +10,13 @@ RAY_DASHBOARD := http://127.0.0.1:8265
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
 # Ray job runtime_env: upload the repo without its heavy or generated folders (a .git upload over
-# 100 MiB fails the job), and point the job at this checkout's browser libraries.
-RUNTIME_ENV := {"excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}}
+# 100 MiB fails the job), ship this checkout's package (py_modules go first on the job's PYTHONPATH, so
+# the job runs the code submitted, not another installed copy), and point the job at this checkout's
+# browser libraries.
+# RAY_JOB_STOP_WAIT_TIME_S: seconds `ray job stop` waits after SIGTERM before SIGKILL (Ray's default,
+# 3 s, is too short to close the browsers and finish the step being written; read by the job's
+# supervisor actor, which gets these env_vars).
+RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
 .PHONY: help setup chromium demo test ray-start ray-stop clean
 

@@ -6,6 +6,8 @@ Layout::
     pool.json            the reference pool version the run used (``ReferencePool.version_record``)
     rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``)
     metrics.jsonl        one JSON object per learner step
+    status.json          how the run stands: ``running``, ``finished``, ``stopped`` (SIGTERM from
+                         ``ray job stop``, Ctrl-C) or ``failed``; last step, newest checkpoint
     png/step_0003/       the paintings, g<group>_s<sample>.png
     checkpoints/step_0005/   LoRA adapter (PEFT save_pretrained, safetensors), learner_state.pt
                          (optimizer, scheduler, RNG) and trainer_state.json (step, policy version,
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +34,11 @@ from brushrl.types import Sample
 
 #: File in a checkpoint folder holding the driver's state (step, version, counters, prompt cursor).
 TRAINER_STATE = "trainer_state.json"
+
+#: File in the run directory saying how the run stands (see ``RunDir.write_status``).
+STATUS_FILE = "status.json"
+#: The states of ``status.json``.
+RUN_STATES = ("running", "finished", "stopped", "failed")
 
 #: Columns of ``rollouts.parquet``; ``reward_<component>`` columns are added per component.
 ROLLOUT_COLUMNS = (
@@ -149,6 +157,22 @@ class RunDir:
                 shutil.rmtree(folder)
         for folder in (self.root / "checkpoints").glob(".step_*.tmp"):
             shutil.rmtree(folder)
+
+    def write_status(self, state: str, steps: int, **extra) -> dict:
+        """Replace ``status.json`` atomically with ``state`` (one of ``RUN_STATES``), the planned
+        ``steps``, the last step in ``metrics.jsonl`` (``last_step``, 0 for none), the newest complete
+        checkpoint relative to the run directory (``checkpoint``, or None) and ``extra`` fields
+        (e.g. ``signal``, ``error``). Returns the record written. Raises ``ValueError`` for an
+        unknown state."""
+        if state not in RUN_STATES:
+            raise ValueError(f"run state {state!r} not in {RUN_STATES}")
+        done = self.metrics()
+        ckpt = self.latest_checkpoint()
+        record = {"state": state, "steps": steps, "last_step": done[-1]["step"] if done else 0,
+                  "checkpoint": str(ckpt.relative_to(self.root)) if ckpt else None,
+                  "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
+        atomic_write(self.root / STATUS_FILE, json.dumps(record, indent=1) + "\n")
+        return record
 
     @property
     def gallery(self) -> Path:

@@ -46,8 +46,13 @@ def config_from_args(args: argparse.Namespace):
     return load_config(args.config, overrides)
 
 
+#: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
+STOPPED_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
 def run_train(args: argparse.Namespace) -> int:
-    """Run a training job; returns the exit code (2 for a bad config)."""
+    """Run a training job; returns the exit code: 0 finished, 2 bad config or nothing to resume,
+    130 / 143 stopped by SIGINT / SIGTERM (the run directory is consistent and resumable)."""
     try:
         cfg = config_from_args(args)
     except ConfigError as exc:
@@ -66,6 +71,8 @@ def run_train(args: argparse.Namespace) -> int:
         print(exc)
         return 2
     trainer.run()
+    if trainer.outcome == "stopped":
+        return STOPPED_EXIT.get(trainer.stop_signal, 130)
     return 0
 
 

@@ -23,7 +23,6 @@ import asyncio
 import json
 import random
 import shutil
-import signal
 import sys
 import time
 from collections import Counter, defaultdict
@@ -43,6 +42,7 @@ from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
 from brushrl.orchestrator.ray_setup import init_ray
 from brushrl.orchestrator.render_dispatch import AsyncRenderer
+from brushrl.orchestrator.stop import GracefulStop
 from brushrl.pool import ReferencePool
 from brushrl.types import Group
 
@@ -140,17 +140,47 @@ class Trainer:
     def run(self) -> Path:
         """Train up to step ``run.steps``; returns the gallery path.
 
-        Ctrl-C and SIGTERM (``ray job stop``) end the run after the current stage; the run
-        directory then holds every completed step.
+        SIGTERM (``ray job stop``) and Ctrl-C end the run after the current stage
+        (:class:`~brushrl.orchestrator.stop.GracefulStop`): the step being written is completed, the
+        renderers' browsers are closed, the actors killed, the gallery rewritten and ``status.json``
+        says ``stopped``; the run directory then holds every completed step and resumes from its
+        newest checkpoint. ``self.outcome`` is the final state (``finished``, ``stopped``, ``failed``).
         """
+        cfg = self.cfg
+        init_ray(cfg.ray)
+        self._render_pool, self._actors = None, []
+        self.outcome, self.stop_signal, extra = "failed", None, {}
+        with GracefulStop() as stop:  # after ray.init, which installs its own SIGTERM handler
+            self.run_dir.write_status("running", cfg.run.steps)
+            try:
+                self._train()
+                self.outcome = "finished"
+            except KeyboardInterrupt:
+                self.stop_signal = stop.received or "SIGINT"
+                self.outcome, extra = "stopped", {"signal": self.stop_signal}
+                self._say(f"[brushrl] stopped ({extra['signal']}): the run directory holds every completed step")
+            except BaseException as exc:
+                extra = {"error": f"{type(exc).__name__}: {exc}"}
+                raise
+            finally:
+                stop.shutting_down()
+                if self._render_pool is not None:
+                    self._render_pool.shutdown()
+                for actor in self._actors:  # free their CPUs for the next run on this cluster (bench)
+                    ray.kill(actor, no_restart=True)
+                self._finish()
+                self.run_dir.write_status(self.outcome, cfg.run.steps, **extra)
+        return self.run_dir.gallery
+
+    def _train(self) -> None:
+        """Warm start, start the actors and run the loop. The render pool and the actors are kept in
+        ``self._render_pool`` / ``self._actors`` as soon as they exist, for :meth:`run` to stop."""
         from brushrl.learner import make_learner_actor
         from brushrl.render.pool import RenderPool
         from brushrl.reward.actor import make_scorer_actors
         from brushrl.rollout import make_rollout_actor
 
         cfg = self.cfg
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        init_ray(cfg.ray)
         system_prompt = system_prompt_for(cfg)
         self._say(f"[brushrl] run directory {self.run_dir.root}")
         t0 = time.perf_counter()
@@ -159,39 +189,30 @@ class Trainer:
         pool = ReferencePool(cfg.reward.pool.path)
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
-        render_pool = RenderPool(cfg.render, cfg.resources.renderer)
-        actors = []
-        try:
-            learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
-            rollout = make_rollout_actor(cfg, system_prompt)
-            scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
-            actors = [learner, rollout, *scorers.values()]
-            producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
-            ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
-            first_step = 1
-            if self.checkpoint is not None:
-                first_step = self._restore(learner, rollout, producer, ledger)
-            elif cfg.rollout.adapter_dir is None:  # by folder (vLLM): version 0 is the bare base model
-                ray.get(rollout.load_adapter.remote(learner.adapter_state.remote(), 0))
-            self.metrics = PipelineMetrics()
-            render_pool.on_progress = self.metrics.render_queue
-            self.metrics.renderers.set(len(render_pool.actors))
-            self.line = StepLine(cfg.run.steps, self.log, first_step=first_step)
-            self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
-                      f"{cfg.rollout.groups_per_step} group(s)/step, max_staleness "
-                      f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}")
-            if first_step <= cfg.run.steps:
-                side = ActorLearnerSide(learner, rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir)
-                asyncio.run(self._loop(producer, render_pool, side, learner, ledger, first_step))
-        except KeyboardInterrupt:
-            self._say("[brushrl] interrupted: the run directory holds every completed step")
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            render_pool.shutdown()
-            for actor in actors:  # free their CPUs for the next run on this cluster (bench)
-                ray.kill(actor, no_restart=True)
-            self._finish()
-        return self.run_dir.gallery
+        render_pool = self._render_pool = RenderPool(cfg.render, cfg.resources.renderer)
+        learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
+        self._actors.append(learner)
+        rollout = make_rollout_actor(cfg, system_prompt)
+        self._actors.append(rollout)
+        scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
+        self._actors.extend(scorers.values())
+        producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
+        ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
+        first_step = 1
+        if self.checkpoint is not None:
+            first_step = self._restore(learner, rollout, producer, ledger)
+        elif cfg.rollout.adapter_dir is None:  # by folder (vLLM): version 0 is the bare base model
+            ray.get(rollout.load_adapter.remote(learner.adapter_state.remote(), 0))
+        self.metrics = PipelineMetrics()
+        render_pool.on_progress = self.metrics.render_queue
+        self.metrics.renderers.set(len(render_pool.actors))
+        self.line = StepLine(cfg.run.steps, self.log, first_step=first_step)
+        self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
+                  f"{cfg.rollout.groups_per_step} group(s)/step, max_staleness "
+                  f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}")
+        if first_step <= cfg.run.steps:
+            side = ActorLearnerSide(learner, rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir)
+            asyncio.run(self._loop(producer, render_pool, side, learner, ledger, first_step))
 
     def _restore(self, learner, rollout, producer: GroupProducer, ledger: GroupLedger) -> int:
         """Load the checkpoint into the actors, the prompt cursor and the ledger; returns the first step to run."""
@@ -370,10 +391,6 @@ def _median(xs: list[float]) -> float:
     s = sorted(xs)
     mid = len(s) // 2
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
-def _raise_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise KeyboardInterrupt
 
 
 def _tuples(value):

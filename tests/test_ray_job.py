@@ -1,0 +1,286 @@
+"""``ray job stop`` of a real training job on a private local Ray head.
+
+The head runs on free ports bound to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), with its
+own temp dir and token auth (``RAY_AUTH_MODE=token``, as the Makefile), so it never touches another
+Ray cluster on the machine; it is stopped by ending its ``ray start --block`` process (a ``ray stop``
+would stop every cluster on the machine). The job is ``rayjobs/train.py`` submitted with the
+Makefile's ``RUNTIME_ENV`` (plus a tag variable that marks every process the job starts), stopped
+with ``ray job stop`` once its first checkpoint is on disk. Then: the job is STOPPED in bounded time,
+the driver took the graceful path, no process of the job is left (driver, actors, Chromium), and the
+run directory is consistent and accepted by ``brushrl train --resume``'s loader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from test_train import _free_port, small_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+#: Seconds from ``ray job stop`` to STOPPED we accept: the runtime env's SIGTERM -> SIGKILL grace
+#: (RAY_JOB_STOP_WAIT_TIME_S, 60) plus slack for a loaded machine.
+STOP_BOUND_S = 90
+
+
+def makefile_runtime_env() -> dict:
+    """The Makefile's ``RUNTIME_ENV`` (what ``make demo`` submits with), ``$(CURDIR)`` = this checkout."""
+    line = re.search(r"^RUNTIME_ENV := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    return json.loads(line.replace("$(CURDIR)", str(ROOT)))
+
+
+def tagged_processes(tag: str) -> list[str]:
+    """``pid cmdline`` of every live process of this user whose environment holds ``tag``."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.info["pid"] == me:
+            continue
+        try:
+            if tag in (proc.environ() or {}).get("BRUSHRL_JOB_TAG", ""):
+                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:160]}")
+        except (psutil.Error, OSError):
+            continue  # gone, zombie or not ours
+    return found
+
+
+class LocalHead:
+    """``ray start --head --block`` on free loopback ports with a private temp dir.
+
+    Args:
+        keep: folder that receives ``head.log`` and the session's Ray logs when the head stops.
+    """
+
+    #: Starts tried: on a loaded machine Ray 2.60's raylet aborts when the dashboard agent is slow
+    #: to write its port files (see ``brushrl.orchestrator.ray_setup``), and ``ray start`` exits.
+    ATTEMPTS = 5
+
+    def __init__(self, keep: Path) -> None:
+        self.keep = keep
+        self.env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token",
+                        PATH=f"{BIN}:{os.environ['PATH']}")
+        self.env.pop("RAY_ADDRESS", None)
+        self.proc = None
+        self.temp_dir = ""
+
+    def start(self, timeout_s: float = 240) -> None:
+        """Start the head and wait until its job API answers (``ray job list``, with the token);
+        retries a head that exits on startup."""
+        for attempt in range(1, self.ATTEMPTS + 1):
+            self._launch()
+            deadline = time.time() + timeout_s
+            while self.proc.poll() is None and time.time() < deadline:
+                if self.job("list", timeout=120).returncode == 0:
+                    return
+                time.sleep(2)
+            log = (self.keep / "head.log").read_text()[-3000:]
+            self.stop()
+            assert attempt < self.ATTEMPTS, f"local Ray head did not come up: {log}"
+
+    def _launch(self) -> None:
+        # Short path: Ray's unix sockets live under it (sun_path is limited to 107 bytes).
+        self.temp_dir = tempfile.mkdtemp(prefix="brj", dir="/tmp")
+        self.dashboard = _free_port()
+        self.address = f"http://127.0.0.1:{self.dashboard}"
+        ports = {name: _free_port() for name in (
+            "port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+            "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
+        cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+               "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard}", "--num-cpus=4",
+               f"--temp-dir={self.temp_dir}", "--disable-usage-stats",
+               *(f"--{name}={port}" for name, port in ports.items())]
+        self.log = open(self.keep / "head.log", "a")
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def job(self, command: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """``ray job COMMAND --address <this head> ARGS...`` run from the checkout, as a user would.
+
+        The CLI, not ``JobSubmissionClient`` in this process: Ray reads ``RAY_AUTH_MODE`` once per
+        process, and pytest imported Ray before this test could set it."""
+        return subprocess.run([str(BIN / "ray"), "job", command, "--address", self.address, *args], cwd=ROOT,
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def job_status(self, job_id: str) -> str:
+        """``PENDING``, ``RUNNING``, ``STOPPED``, ``SUCCEEDED``, ``FAILED`` of a job (``ray job status``,
+        which words the terminal states as sentences: ``ray/dashboard/modules/job/cli.py``)."""
+        out = self.job("status", job_id, timeout=120)
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+        match = re.search(r"Status for job '[^']+': (\w+)|Job '[^']+' (succeeded|was stopped|failed)", text)
+        assert match, text
+        final = {"succeeded": "SUCCEEDED", "was stopped": "STOPPED", "failed": "FAILED"}
+        return match.group(1) or final[match.group(2)]
+
+    def job_logs(self, job_id: str) -> str:
+        return self.job("logs", job_id, timeout=120).stdout
+
+    def stop(self) -> None:
+        """End ``ray start --block`` (it stops this head's processes), then any process still running
+        from this head's temp dir (by pid: they are ours); keep the logs, remove the temp dir."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if self.temp_dir in " ".join(proc.info["cmdline"] or []):
+                    proc.kill()
+            except psutil.Error:
+                continue
+        self.log.close()
+        logs = Path(self.temp_dir) / "session_latest" / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, self.keep / f"ray_logs_{Path(self.temp_dir).name}", dirs_exist_ok=True)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        self.proc = None
+
+
+@pytest.fixture
+def local_head(tmp_path):
+    head = LocalHead(tmp_path)
+    try:
+        head.start()
+        yield head
+    finally:
+        head.stop()
+
+
+def assert_consistent_run_dir(run: Path) -> int:
+    """Every file of a stopped run describes whole steps; returns the newest checkpoint's step."""
+    import torch
+    from peft.utils import load_peft_weights
+
+    text = (run / "metrics.jsonl").read_text()
+    assert text.endswith("\n"), "metrics.jsonl ends in a torn line"
+    steps = [json.loads(line)["step"] for line in text.splitlines()]
+    assert steps == list(range(1, len(steps) + 1)), steps
+    rows = pd.read_parquet(run / "rollouts.parquet")
+    assert set(rows["step"]) <= set(steps)
+    assert "data-latest-step" in (run / "gallery.html").read_text()
+    folders = sorted((run / "checkpoints").glob("step_*"))
+    assert folders, "no complete checkpoint"
+    for folder in folders:  # a step_* folder appears only complete (renamed into place)
+        state = json.loads((folder / "trainer_state.json").read_text())
+        assert state["step"] == int(folder.name.split("_")[1]) <= steps[-1]
+        blob = torch.load(folder / "learner_state.pt", map_location="cpu", weights_only=False)
+        assert blob["policy_version"] == state["policy_version"]
+        assert load_peft_weights(str(folder), device="cpu"), f"{folder}: empty adapter"
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "stopped" and status["signal"] == "SIGTERM", status
+    assert status["last_step"] == steps[-1] and status["checkpoint"] == f"checkpoints/{folders[-1].name}", status
+    return int(folders[-1].name.split("_")[1])
+
+
+@pytest.mark.slow
+def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
+    tag = uuid.uuid4().hex
+    runtime_env = makefile_runtime_env()
+    runtime_env["env_vars"]["BRUSHRL_JOB_TAG"] = tag  # inherited by the driver, the actors and Chromium
+    steps = 30  # far more than run before the stop
+    overrides = small_overrides(tmp_path, steps=steps)
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
+    job_id = f"brushrl-stop-{tag[:8]}"
+    out = local_head.job("submit", "--no-wait", "--submission-id", job_id, "--working-dir", str(ROOT),
+                         "--runtime-env-json", json.dumps(runtime_env), "--",
+                         "python", "rayjobs/train.py", "--config", "configs/local.yaml", *sets)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    run = tmp_path / "runs" / "e2e"
+    deadline = time.time() + 900
+    checked = 0.0
+    while not (run / "checkpoints" / "step_0001" / "trainer_state.json").exists():
+        if time.time() - checked > 20:  # the CLI takes seconds; files are the fast signal
+            status, checked = local_head.job_status(job_id), time.time()
+            assert status in ("PENDING", "RUNNING"), f"job {status}: {local_head.job_logs(job_id)[-4000:]}"
+        assert time.time() < deadline, f"no first checkpoint: {local_head.job_logs(job_id)[-4000:]}"
+        time.sleep(1)
+
+    # `ray job stop` waits until the job has ended (it polls the status); bounded here.
+    t0 = time.time()
+    out = local_head.job("stop", job_id, timeout=STOP_BOUND_S)
+    stop_s = time.time() - t0
+    assert out.returncode == 0, out.stdout + out.stderr
+    status, logs = local_head.job_status(job_id), local_head.job_logs(job_id)
+    assert status == "STOPPED", logs[-3000:]
+    # The graceful path ran (not Ray's SIGKILL after the grace period): final status and gallery.
+    assert "[brushrl] stopped (SIGTERM)" in logs and "[brushrl] gallery:" in logs, logs[-3000:]
+    print(f"ray job stop -> STOPPED in {stop_s:.1f} s")
+
+    left = tagged_processes(tag)
+    deadline = time.time() + 30  # the raylet reaps the job's workers after the driver exits
+    while left and time.time() < deadline:
+        time.sleep(1)
+        left = tagged_processes(tag)
+    assert not left, f"processes of the stopped job still running: {left}"
+
+    last_checkpoint = assert_consistent_run_dir(run)
+    assert last_checkpoint < steps, "the run finished before it was stopped"
+
+    # `brushrl train --resume RUN` accepts the directory: its loader finds the newest complete
+    # checkpoint and rewinds the run to it (no Ray needed up to here).
+    from brushrl.orchestrator.cli import add_train_arguments, config_from_args
+    from brushrl.orchestrator.trainer import Trainer
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    trainer = Trainer(config_from_args(parser.parse_args(["--resume", str(run)])), resume=True)
+    assert trainer.checkpoint == run / "checkpoints" / f"step_{last_checkpoint:04d}"
+    assert trainer.state["step"] == last_checkpoint
+    kept = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert kept == list(range(1, last_checkpoint + 1))
+
+
+def test_graceful_stop_raises_once_then_lets_cleanup_finish():
+    """The first SIGTERM interrupts; a second one during cleanup does not; handlers come back."""
+    from brushrl.orchestrator.stop import GracefulStop
+
+    before = signal.getsignal(signal.SIGTERM)
+    with GracefulStop() as stop:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode; never reached
+        assert stop.received == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGINT)  # a second stop request while cleaning up: ignored
+        time.sleep(0.1)
+    assert signal.getsignal(signal.SIGTERM) is before
+    with GracefulStop() as stop:
+        stop.shutting_down()  # a run that is already ending is never interrupted
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        assert stop.received == "SIGTERM"
+
+
+def test_status_file_names_last_step_and_checkpoint(tmp_path):
+    from brushrl.artifacts.run_dir import RunDir
+
+    run = RunDir(tmp_path / "r")
+    assert run.write_status("running", 5) | {"updated": 0} == {
+        "state": "running", "steps": 5, "last_step": 0, "checkpoint": None, "updated": 0}
+    run.log_metrics({"step": 1})
+    run.checkpoint_tmp(1).mkdir()
+    run.commit_checkpoint(1, {"step": 1})
+    run.checkpoint_tmp(2).mkdir()  # half-written: not named
+    status = run.write_status("stopped", 5, signal="SIGTERM")
+    assert json.loads((run.root / "status.json").read_text()) == status
+    assert (status["last_step"], status["checkpoint"], status["signal"]) == (1, "checkpoints/step_0001", "SIGTERM")
+    with pytest.raises(ValueError):
+        run.write_status("paused", 5)
