@@ -214,6 +214,10 @@ def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
         assert time.time() < deadline, f"no first checkpoint: {local_head.job_logs(job_id)[-4000:]}"
         time.sleep(1)
 
+    running = tagged_processes(tag)  # the tag reaches what the check below must find gone
+    assert any("--brushrl-browser=" in p for p in running), running
+    assert any(" ray::LearnerActor" in p for p in running) and any("rayjobs/train.py" in p for p in running), running
+
     # `ray job stop` waits until the job has ended (it polls the status); bounded here.
     t0 = time.time()
     out = local_head.job("stop", job_id, timeout=STOP_BOUND_S)
