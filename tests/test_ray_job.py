@@ -53,7 +53,7 @@ def tagged_processes(tag: str) -> list[str]:
             continue
         try:
             if tag in (proc.environ() or {}).get("BRUSHRL_JOB_TAG", ""):
-                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:160]}")
+                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
         except (psutil.Error, OSError):
             continue  # gone, zombie or not ours
     return found
@@ -215,8 +215,8 @@ def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
         time.sleep(1)
 
     running = tagged_processes(tag)  # the tag reaches what the check below must find gone
-    assert any("--brushrl-browser=" in p for p in running), running
-    assert any(" ray::LearnerActor" in p for p in running) and any("rayjobs/train.py" in p for p in running), running
+    for part in ("--brushrl-browser=", "ray::LearnerActor", "ray::RendererWorker", "rayjobs/train.py"):
+        assert any(part in p for p in running), f"no {part} process tagged:\n" + "\n".join(p[:160] for p in running)
 
     # `ray job stop` waits until the job has ended (it polls the status); bounded here.
     t0 = time.time()
@@ -234,7 +234,7 @@ def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
     while left and time.time() < deadline:
         time.sleep(1)
         left = tagged_processes(tag)
-    assert not left, f"processes of the stopped job still running: {left}"
+    assert not left, "processes of the stopped job still running:\n" + "\n".join(p[:160] for p in left)
 
     last_checkpoint = assert_consistent_run_dir(run)
     assert last_checkpoint < steps, "the run finished before it was stopped"
