@@ -65,7 +65,10 @@ demo: ray-start
 	  echo "gallery: $(CURDIR)/runs/$$(python -c 'import yaml,sys; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')/gallery.html"; \
 	  exit $$status
 
-test: setup
+# VLLM_TESTS=0 skips building .venv-vllm (its tests then skip): the build adds ~2-12 min (see
+# scripts/build_vllm_env.sh), the vLLM tests ~2-8 min, depending on the machine's load.
+VLLM_TESTS ?= 1
+test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env)
 	$(VENV)/bin/python -m pytest -q
 
 clean:
