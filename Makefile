@@ -18,7 +18,7 @@ RAY_CPUS ?= 4
 # RAY_JOB_STOP_WAIT_TIME_S: seconds `ray job stop` waits after SIGTERM before SIGKILL (Ray's default,
 # 3 s, is too short to close the browsers and finish the step being written; read by the job's
 # supervisor actor, which gets these env_vars).
-RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
+RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
 .PHONY: help setup chromium demo test vllm-env ray-start ray-stop clean
 

@@ -33,7 +33,7 @@ SCHEMAS = CLUSTER / "schemas"
 AWS_KINDS = {"gpu_learner": "learner", "gpu_scorer": "scorer", "cpu_renderer": "renderer"}
 K8S_GROUPS = {"gpu-learner": "learner", "gpu-scorer": "scorer", "cpu-renderer": "renderer"}
 #: What a job upload must leave out (an upload over 100 MiB fails the submission).
-UPLOAD_EXCLUDES = {".git", "runs", ".cache", ".venv", "js/node_modules"}
+UPLOAD_EXCLUDES = {".git", "runs", ".cache", ".venv", ".venv-vllm", "js/node_modules"}
 GPU_KEY = "nvidia.com/gpu"
 
 

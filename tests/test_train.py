@@ -155,7 +155,7 @@ def test_ray_job_submit(tmp_path, fresh_ray):
         overrides = small_overrides(tmp_path, steps=1)
         sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
         runtime_env = {
-            "excludes": [".git", ".venv", "runs", ".cache", "js/node_modules", "**/__pycache__"],
+            "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"],
             "env_vars": {"BRUSHRL_JS_DIR": str(ROOT / "js"), "OMP_NUM_THREADS": "1"},
         }
         submit = [str(bin_dir / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dash}",
