@@ -65,8 +65,9 @@ demo: ray-start
 	  echo "gallery: $(CURDIR)/runs/$$(python -c 'import yaml,sys; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')/gallery.html"; \
 	  exit $$status
 
-# VLLM_TESTS=0 skips building .venv-vllm (its tests then skip): the build adds ~2-12 min (see
-# scripts/build_vllm_env.sh), the vLLM tests ~2-8 min, depending on the machine's load.
+# VLLM_TESTS=0 skips building .venv-vllm (its tests then skip). Measured on the shared 2-core
+# machine at load 20-45: build 12 min (uv install 65 s, the rest compiling bytecode; ~2 min of CPU),
+# tests/test_vllm_engine.py 2-5 min, tests/test_vllm_loop.py 8 min.
 VLLM_TESTS ?= 1
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env)
 	$(VENV)/bin/python -m pytest -q

