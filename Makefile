@@ -66,8 +66,8 @@ demo: ray-start
 	  exit $$status
 
 # VLLM_TESTS=0 skips building .venv-vllm (its tests then skip). Measured on the shared 2-core
-# machine at load 20-45: build 12 min (uv install 65 s, the rest compiling bytecode; ~2 min of CPU),
-# tests/test_vllm_engine.py 2-5 min, tests/test_vllm_loop.py 8 min.
+# machine: build 93 s with uv's cache warm (14 s install + 46 s bytecode; a cold cache adds ~50 s of
+# downloads), the two vLLM test files 3 min at load ~5 (8-10 min at load ~40).
 VLLM_TESTS ?= 1
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env)
 	$(VENV)/bin/python -m pytest -q

