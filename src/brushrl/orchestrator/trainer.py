@@ -289,6 +289,7 @@ class Trainer:
         rows, samples = [], []
         status_counts: Counter = Counter()
         gen_s = render_s = score_s = 0.0
+        scorer_s: Counter = Counter()
         render_times: list[float] = []
         counts_all: dict[str, Counter] = defaultdict(Counter)
         for e in report.ended:
@@ -297,6 +298,7 @@ class Trainer:
                 gen_s += e.counts.gen_s
                 render_s += e.counts.render_wall_s
                 score_s += e.counts.score_s
+                scorer_s.update(e.counts.scorer_wall_s)
                 render_times += e.counts.render_s
                 for key, counter in e.counts.as_dict().items():
                     counts_all[key].update(counter)
@@ -336,6 +338,8 @@ class Trainer:
             "time/gen_s": gen_s,
             "time/render_s": render_s,
             "time/score_s": score_s,
+            # each scorer's own seconds (launch to its last answer), summed over the step's groups
+            **{f"time/score/{name}_s": scorer_s.get(name, 0.0) for name in cfg.reward.scorers},
             "time/wait_s": report.wait_s,
             "time/learn_s": report.learn_s,
             "time/update_s": report.learn_s,  # the optimizer step (ray_brushrl_learner_update_seconds)

@@ -46,12 +46,14 @@ class JudgeActor:
         self.judge = PairwiseJudge(ReferencePool(pool_path), backend or make_backend(judge), judge)
 
     def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
-        """``GroupScorer``: value = judge score; raw = {resolved, dropped, curriculum_stage}; None
-        when no comparison resolved (cause: the commonest failure, e.g. ``judge:timeout``)."""
+        """``GroupScorer``: value = judge score; raw = {resolved, dropped, ``dropped:<cause>`` per
+        cause of a dropped comparison's failed order, curriculum_stage}; None when no comparison
+        resolved (cause: the commonest failure, e.g. ``timeout``)."""
         out = []
         for r in self.judge.score_many(pngs, seed):
             raw = {"resolved": float(r.resolved), "dropped": float(sum(r.dropped.values())),
-                   "curriculum_stage": float(r.stage)}
+                   "curriculum_stage": float(r.stage),
+                   **{f"dropped:{cause}": float(n) for cause, n in sorted(r.dropped.items())}}
             if r.score is None:
                 cause = r.dropped.most_common(1)[0][0] if r.dropped else "no_comparison"
                 out.append(ScoreOut(None, raw, cause))
