@@ -68,12 +68,14 @@ def test_scorers_run_concurrently_and_timeouts_are_none(local_ray):
     ray.get([a.__ray_ready__.remote() for a in actors.values()])
     scorers = ScorerSet(actors, timeout_s=8.0)
     t0 = time.monotonic()
-    (out,) = scorers.score([([_png("red"), _png("blue")], "p", 0)])
+    walls: dict = {}
+    (out,) = scorers.score([([_png("red"), _png("blue")], "p", 0)], wall_s=walls)
     wall = time.monotonic() - t0
     assert 7.5 < wall < 15, wall  # a and b overlap (3 s each); slow is abandoned at the timeout
     assert [o.value for o in out["a"]] == [0.5, 0.5] and out["b"][1].raw == {"delay": 3.0}
     assert [o.cause for o in out["slow"]] == ["scorer_timeout", "scorer_timeout"]
     assert scorers.wall_s["a"] < 6 and scorers.wall_s["slow"] >= 8
+    assert walls == scorers.wall_s  # this call's seconds, for callers sharing the set across threads
 
 
 def test_failures_are_none_by_cause_and_a_failing_scorer_is_restarted(local_ray):
@@ -111,6 +113,7 @@ def test_pool_and_judge_actors_through_the_scorer_set(local_ray):
         out = scorers.score([([_png("#000000"), b"junk"], "p", 3), ([_png("#ffffff")], "p", 4)])
         assert out[0]["judge"][0].value == 1.0 and out[0]["judge"][0].raw["resolved"] == 2
         assert out[0]["judge"][1].value is None and out[0]["judge"][1].cause == "bad_image"
+        assert out[0]["judge"][1].raw["dropped:bad_image"] == 1 and out[0]["judge"][0].raw["dropped"] == 0
         assert out[1]["judge"][0].value == 0.0
         assert out[0]["pool_similarity"][1].cause == "bad_image"
         assert 0 <= out[0]["pool_similarity"][0].value <= 1
