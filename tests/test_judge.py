@@ -268,8 +268,18 @@ def test_curriculum_shifts_references_toward_love_and_never_back(server):
     backend.close()
 
 
-def test_curriculum_config_is_checked():
+def test_curriculum_config_is_checked(tmp_path):
     from pydantic import ValidationError
+
+    from brushrl.pool.store import new_version
+
+    love_only = new_version(POOL, tmp_path / "love_only")  # a draft copy; its good tier rejected
+    for e in ReferencePool(POOL).tier("good"):
+        love_only.rate(e.id, "reject", "test")
+    cfg = JudgeConfig(base_url="http://127.0.0.1:9/v1", tiers=["love"],
+                      curriculum=[{"min_score": 0.5, "refs": {"good": 2}}])
+    with pytest.raises(ValueError, match=r"curriculum\[0\].*no reference in tiers \['good'\]"):
+        PairwiseJudge(ReferencePool(love_only.root), OpenAIJudgeBackend(cfg), cfg)
 
     with pytest.raises(ValidationError, match="curriculum"):
         JudgeConfig(curriculum=[{"min_score": 0.7, "refs": {"love": 4}}, {"min_score": 0.5, "refs": {"love": 2}}])

@@ -384,13 +384,17 @@ class PairwiseJudge:
         cfg: the judge config (``tiers``, ``refs_per_tier``, ``image_side``).
 
     Raises:
-        ValueError: the pool has no reference in ``cfg.tiers``.
+        ValueError: the pool has no reference in ``cfg.tiers``, or none for a curriculum stage.
     """
 
     def __init__(self, pool: ReferencePool, backend: PairwiseBackend, cfg: JudgeConfig):
         self.pool, self.backend, self.cfg = pool, backend, cfg
         if not any(pool.tier(t) for t in cfg.tiers):
             raise ValueError(f"reward.judge.tiers: pool {pool.root} has no reference in tiers {cfg.tiers}")
+        for i, stage in enumerate(cfg.curriculum, start=1):
+            if not any(pool.tier(t) for t, k in stage.refs.items() if k):
+                raise ValueError(f"reward.judge.curriculum[{i - 1}]: pool {pool.root} has no reference in tiers "
+                                 f"{sorted(t for t, k in stage.refs.items() if k)}")
         self.curriculum = ReferenceCurriculum(cfg)
         tiers = set(cfg.tiers) | {t for stage in cfg.curriculum for t in stage.refs}
         self._refs = {e.id: resize_png(e.path.read_bytes(), cfg.image_side) for e in pool.entries if e.tier in tiers}
