@@ -121,7 +121,11 @@ class ReferenceCurriculum:
     def running_mean(self) -> float | None:
         """Mean of the last ``curriculum_window`` group means, None before the first group."""
         with self._lock:
-            return sum(self._recent) / len(self._recent) if self._recent else None
+            return self._mean()
+
+    def _mean(self) -> float | None:
+        """``running_mean`` with the lock held."""
+        return sum(self._recent) / len(self._recent) if self._recent else None
 
     def observe(self, scores: Sequence[float | None]) -> int:
         """Record one group's judge scores (None entries ignored); returns the stage after it."""
@@ -129,7 +133,7 @@ class ReferenceCurriculum:
         with self._lock:
             if values:
                 self._recent.append(sum(values) / len(values))
-            mean = sum(self._recent) / len(self._recent) if self._recent else 0.0
+            mean = self._mean() or 0.0
             for i, stage in enumerate(self.cfg.curriculum, start=1):
                 if i > self.stage and mean >= stage.min_score:
                     log.info("judge curriculum: stage %d (running mean %.3f >= %.3f): refs %s",

@@ -135,8 +135,8 @@ class PoolSimilarityScorer:
             for e in entries
             if e.tier in self.tier_values
         }
-        thumbs = [grey_thumbnail(e.path.read_bytes()) for e in entries]
-        self._thumbs = thumbs + [np.fliplr(t) for t in thumbs]  # a mirrored copy is a copy too
+        thumbs = [t for t in (grey_thumbnail(e.path.read_bytes()) for e in entries) if t.std() > 1e-9]
+        self._thumbs = thumbs + [np.fliplr(t) for t in thumbs]  # a mirrored copy is a copy too; flat ones match nothing
 
     def copy_correlation(self, png: bytes) -> float:
         """Largest Pearson correlation in [-1, 1] between the grey thumbnail of ``png``, shifted by
@@ -146,7 +146,7 @@ class PoolSimilarityScorer:
         if not self._thumbs or thumb.std() < 1e-9:
             return 0.0
         padded = np.pad(thumb, COPY_MAX_SHIFT, constant_values=1.0)
-        return max((float(match_template(padded, ref).max()) for ref in self._thumbs if ref.std() > 1e-9), default=0.0)
+        return max((float(match_template(padded, ref).max()) for ref in self._thumbs), default=0.0)
 
     def score(self, png: bytes, ref_ids: list[str]) -> float:
         """Mean over ``ref_ids`` of ``tier_value * similarity`` in [0, 1]; 0 for a copy of a pool image.
