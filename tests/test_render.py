@@ -273,6 +273,34 @@ def test_close_leaves_no_processes():
     assert _gone_within(spawned, 5) == []  # zombies included
 
 
+def test_killed_playwright_driver_is_replaced_and_the_render_retried():
+    # A dying Ray actor loses its child processes first (Ray kills them), and an OOM kill can take
+    # the driver alone: the renderer must start a new driver, not report infra forever.
+    before = _descendants(os.getpid())
+    out: dict = {}
+
+    def work():
+        r = Renderer()
+        try:
+            driver = [p for p in _descendants(os.getpid(), skip=before)
+                      if Path(f"/proc/{p}/comm").read_bytes().startswith(b"node")]
+            out["driver"] = driver
+            for p in driver:
+                os.kill(p, 9)
+            out["res"] = r.render(BLANK, 0, SIZE, 30, 1)
+            out["again"] = r.render(BLANK, 1, SIZE, 30, 1)
+        finally:
+            r.close()
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(120)
+    assert len(out["driver"]) == 1
+    res = ok(out["res"])
+    assert res.attempts == 2  # the failed attempt (infra: connection closed) + one with a new driver
+    ok(out["again"])
+
+
 def _argv(pid: int) -> list[bytes]:
     try:  # zygote children rewrite their title into one space-separated string
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
@@ -377,11 +405,26 @@ def test_pool_retries_a_job_whose_actor_died(pool):
     killer.start()
     results = pool.render_many([(slow, 0), (BLANK, 1)])
     killer.join()
-    assert [r.status for r in results] == ["ok", "ok"]
+    # a dying actor may answer infra (Ray kills its Playwright driver before it) instead of raising
+    assert [r.status for r in results] == ["ok", "ok"], [(r.status, r.detail) for r in results]
     assert results[0].actor_id != victim["actor_id"]  # served by the other actor
     after = pool.ping()  # Ray restarted the killed actor
     assert after[0]["actor_id"] == victim["actor_id"] and after[0]["pid"] != victim["pid"]
     assert _gone_within(browsers, 10) == []  # its Chromium went with it
+
+
+def test_pool_retries_an_infra_answer_on_the_other_actor(pool):
+    # An actor that answers infra (here: a 50 ms deadline, p5 never loads) is not trusted with the
+    # job's fate: the job goes to the other actor, and only its second infra is the result.
+    fast = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=0.05, attempts=1, cache_entries=0))
+    try:
+        seen: list = []
+        (res,) = fast.render_many([(HEAVY, 0)], on_result=lambda i, r: seen.append(i))
+    finally:
+        fast.shutdown()
+    assert res.status == "infra" and res.detail.startswith("render failed on 2 actors")
+    assert "infra from actor" in res.detail and "never reached the sketch" in res.detail
+    assert seen == [0]  # reported once, when final
 
 
 def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):

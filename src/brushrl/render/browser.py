@@ -97,6 +97,20 @@ def _acquire_playwright():
     return held[0]
 
 
+def _restart_playwright(dead):
+    """Replace the calling thread's Playwright driver ``dead`` (its process exited or was killed)
+    with a new one, keeping the reference count; returns the thread's driver (already replaced if
+    another Renderer of the thread did it first)."""
+    held = _local.held
+    if held[0] is dead:
+        try:
+            dead.stop()
+        except Exception:  # noqa: BLE001 - the driver is gone; stopping only frees the thread's loop
+            pass
+        held[0] = sync_playwright().start()
+    return held[0]
+
+
 def _release_playwright() -> None:
     held = _local.held
     held[1] -= 1
@@ -187,11 +201,21 @@ class Renderer:
         return self.procs.usage() if self.procs else Usage(renderer_rss_mb={})
 
     def _relaunch(self) -> None:
+        """A new browser; if the launch fails, the Playwright driver is presumed dead (killed, or
+        taken with the browser) and replaced before one more launch.
+
+        Raises:
+            playwright.sync_api.Error: Chromium cannot be launched with a new driver either.
+        """
         try:
             self._browser.close()
         except PlaywrightError:
             pass
-        self._launch()
+        try:
+            self._launch()
+        except PlaywrightError:
+            self._pw = _restart_playwright(self._pw)
+            self._launch()
 
     def close(self) -> None:
         """Shut the browser and the Playwright driver down (idempotent)."""

@@ -2,9 +2,10 @@
 
 ``RenderPool.render_many`` hands each free page of an actor one job at a time (so no actor holds
 more jobs than pages, and every actor gets a job before any gets a second) and returns results in
-job order. A job whose actor died mid-render (or whose
-call raised) is retried once, on another actor when the pool has one; Ray restarts the dead actor
-(``max_restarts``). A job that fails twice becomes ``RenderResult(status="infra")``, which the
+job order. A job whose actor died mid-render, whose call raised, or whose actor answered
+``status="infra"`` (its browser broke and a relaunch in the actor did not help — also what a dying
+actor answers when Ray kills its Chromium before the actor process itself) is retried once, on
+another actor when the pool has one; Ray restarts the dead actor (``max_restarts``). A job that fails twice becomes ``RenderResult(status="infra")``, which the
 reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
 job elsewhere when its actor dies.
 """
@@ -187,8 +188,9 @@ class RenderPool:
         ``on_result(job_index, result)``, if given, is called as each job finishes (progress).
 
         Never raises for a failed job: a job whose actor died (``RayActorError``,
-        ``ActorDiedError``, ``ActorUnavailableError``) or whose call raised is retried once, on a
-        different actor when there is one, and otherwise comes back with ``status="infra"``.
+        ``ActorDiedError``, ``ActorUnavailableError``), whose call raised, or whose actor answered
+        ``status="infra"`` is retried once, on a different actor when there is one, and otherwise
+        comes back with ``status="infra"`` and both failures in ``detail``.
         """
         results: list[RenderResult | None] = [None] * len(jobs)
         keys, first_of = self._lookup(jobs, results, on_result)
@@ -208,16 +210,18 @@ class RenderPool:
             job, slot = inflight.pop(ref)
             idle.append(slot)  # a dead actor is restarted by Ray; calls to it wait for the restart
             try:
-                results[job.index] = ray.get(ref)
+                result = ray.get(ref)
+                error = f"infra from actor: {result.detail}" if result.status == "infra" else ""
             except Exception as exc:  # noqa: BLE001 - any failure of the call is retried once
+                result, error = None, f"{type(exc).__name__}: {exc}"
+            if error:
                 job.tries += 1
-                job.avoid, job.last_error = slot, f"{type(exc).__name__}: {exc}"[:500]
+                job.avoid, job.last_error = slot, error[:500]
                 if job.tries < 2:
                     pending.appendleft(job)
                     continue
-                results[job.index] = RenderResult(
-                    "infra", detail=f"render failed on 2 actors; last: {job.last_error}"
-                )
+                result = RenderResult("infra", detail=f"render failed on 2 actors; last: {job.last_error}")
+            results[job.index] = result
             if on_result is not None:
                 on_result(job.index, results[job.index])
         if first_of:
