@@ -4,9 +4,9 @@
 more jobs than pages, and every actor gets a job before any gets a second) and returns results in
 job order. A job whose actor died mid-render, whose call raised, or whose actor answered
 ``status="infra"`` (its browser broke and a relaunch in the actor did not help — also what a dying
-actor answers when Ray kills its Chromium before the actor process itself) is retried once, on
-another actor when the pool has one; Ray restarts the dead actor (``max_restarts``). A job that fails twice becomes ``RenderResult(status="infra")``, which the
-reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
+actor answers when Ray kills its Playwright driver before the actor process itself) is retried
+once, on another actor when the pool has one; Ray restarts the dead actor (``max_restarts``). A job
+that fails twice becomes ``RenderResult(status="infra")``, which the reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
 job elsewhere when its actor dies.
 """
 
@@ -190,7 +190,7 @@ class RenderPool:
         Never raises for a failed job: a job whose actor died (``RayActorError``,
         ``ActorDiedError``, ``ActorUnavailableError``), whose call raised, or whose actor answered
         ``status="infra"`` is retried once, on a different actor when there is one, and otherwise
-        comes back with ``status="infra"`` and both failures in ``detail``.
+        comes back with ``status="infra"`` and the second failure in ``detail``.
         """
         results: list[RenderResult | None] = [None] * len(jobs)
         keys, first_of = self._lookup(jobs, results, on_result)
