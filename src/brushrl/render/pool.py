@@ -6,8 +6,8 @@ job order. A job whose actor died mid-render, whose call raised, or whose actor 
 ``status="infra"`` (its browser broke and a relaunch in the actor did not help — also what a dying
 actor answers when Ray kills its Playwright driver before the actor process itself) is retried
 once, on another actor when the pool has one; Ray restarts the dead actor (``max_restarts``). A job
-that fails twice becomes ``RenderResult(status="infra")``, which the reward layer turns into None. ``ray.util.ActorPool`` was not used: it has no notion of retrying a
-job elsewhere when its actor dies.
+that fails twice becomes ``RenderResult(status="infra")``, which the reward layer turns into None.
+``ray.util.ActorPool`` was not used: it has no notion of retrying a job elsewhere when its actor dies.
 """
 
 from __future__ import annotations
