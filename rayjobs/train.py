@@ -1,6 +1,11 @@
 """Entry point for ``ray job submit``: train brushrl on the job's Ray cluster.
 
-    ray job submit --working-dir . -- python rayjobs/train.py --config configs/local.yaml
+    make ray-start && make submit CONFIG=configs/local.yaml   # a local head (Makefile's RUNTIME_ENV)
+    ray job submit --address ... --runtime-env cluster/runtime_env.yaml -- python rayjobs/train.py
+        --config configs/cluster.yaml                       # a cluster (docs/cluster.md)
+
+The job needs its runtime env (this checkout's package as ``py_modules``, ``BRUSHRL_JS_DIR``, the
+upload excludes); a bare ``--working-dir .`` lacks it.
 
 Same options as ``brushrl train`` (run ``python rayjobs/train.py --help``).
 """
