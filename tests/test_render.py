@@ -162,7 +162,7 @@ def test_runaway_sketch_times_out_and_the_renderer_recovers(renderer):
     took = time.monotonic() - t
     print(f"\nwhile(true): {res.status} after {took:.2f} s (deadline {deadline} s x {attempts})")
     assert res.status == "timeout" and res.attempts == attempts
-    assert took < deadline * attempts + 5
+    assert took < deadline * attempts + 20  # two page setups and a relaunch, on a loaded machine
     never = renderer.render("async function setup() { createCanvas(600, 600, WEBGL); await new Promise(() => {}); }", 0, SIZE, 1.0, 1)
     assert never.status == "timeout"
     top_level = renderer.render("while (true) {}\n" + SKELETON, 0, SIZE, 1.5, 1)  # before setup exists
@@ -223,7 +223,7 @@ def test_deadline_before_the_sketch_starts_is_infra_not_the_sketchs_fault(render
     # 50 ms is too short to load p5: the sketch never ran, so it must not be scored as a timeout.
     res = renderer.render(HEAVY, 0, SIZE, 0.05, 1)
     assert res.status == "infra" and "never reached the sketch" in res.detail
-    assert res.attempts == 2 and res.wall_s < 10  # retried once in a relaunched browser
+    assert res.attempts == 2 and res.wall_s < 30  # retried once in a relaunched browser
     ok(renderer.render(BLANK, 0, SIZE, 30, 1))
 
 
@@ -443,7 +443,10 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
         assert 0 < s["overhead_share"] < 1
         assert s["cpu_s_mean"] > 0.1  # Chromium's processes did the drawing
         assert s["peak_rss_mb_per_actor"] > 50 and s["renders_per_min"] > 0
-        assert s["phase_p50_s"]["sketch"] >= s["draw_p50_s"] * 0.5 and s["phase_p50_s"]["page"] > 0
+        # sketch is timed on the page's clock around draw_s (CI once saw 0.12 s vs 0.48 s when it
+        # was split by report arrival times on a loaded machine).
+        assert s["phase_p50_s"]["sketch"] >= s["draw_p50_s"] and s["phase_p50_s"]["page"] > 0
+        assert all(r["phases"]["sketch"] >= r["draw_s"] for r in report["renders"] if r["actors"] == int(n))
     assert report["pools"]["2"]["actors_seen"] == 2
     det = report["determinism"]
     assert det["all"]["renders"] == 8 and det["skeleton"]["renders"] == 4
@@ -584,8 +587,8 @@ def test_wrong_canvas_size_fails_the_gate_from_the_png(renderer):
 
 def test_p5_global_collision_is_a_clear_error_not_a_hang(renderer):
     t = time.monotonic()
-    res = renderer.render("function log() {}\n" + SKELETON, 0, SIZE, 20, 1)
-    assert res.status == "error" and "log" in res.js_errors[0] and time.monotonic() - t < 15
+    res = renderer.render("function log() {}\n" + SKELETON, 0, SIZE, 90, 1)
+    assert res.status == "error" and "log" in res.js_errors[0] and time.monotonic() - t < 45  # a hang: 90 s
 
 
 def test_brush_calls_are_counted_in_the_page(renderer):

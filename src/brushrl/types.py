@@ -82,11 +82,12 @@ class RenderResult:
         brush_calls: sketch calls of each ``brush.*`` function, counted in the page by wrapping
             them (calls p5.brush makes internally are not counted).
         cache_hit: served from the render cache (``brushrl.render.cache``) without rendering.
-        phases: wall seconds of the last attempt's stages, seen from the driver: ``page`` (new
-            context + page, until the navigation committed), ``load`` (p5 and p5.brush parsed and
-            run, until the sketch starts), ``sketch`` (sketch start until its ``done`` report
-            arrived: setup, draw, ``toDataURL`` and the report's transfer), ``close`` (context
-            disposed) and ``decode`` (data URL to PNG bytes, paint fraction); ``{}`` from the cache.
+        phases: wall seconds of the last attempt's stages: ``page`` (new context + page, until
+            the navigation committed; driver clock), ``sketch`` (sketch start until its ``done``
+            report was sent: setup, draw, ``toDataURL``; page clock, so ``sketch >= draw_s``),
+            ``load`` (the rest of commit-to-report-arrival: p5 and p5.brush parsed and run, and
+            the reports' transfer), ``close`` (context disposed) and ``decode`` (data URL to PNG
+            bytes, paint fraction); ``{}`` from the cache.
     """
 
     status: Literal["ok", "error", "timeout", "infra"]

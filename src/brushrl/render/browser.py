@@ -419,8 +419,13 @@ class Renderer:
                 refused=refused,
                 **meter,
             )
-        t_sketch = next((e["_t"] for e in events if e.get("phase") == "sketch"), t_commit)
-        phases = {"page": t_commit - start, "load": t_sketch - t_commit, "sketch": state["_t"] - t_sketch,
+        # The sketch phase is timed on the page's clock: when its reports reach us depends on how
+        # busy the machine is, so a split by arrival times could even make it shorter than draw_s.
+        # The three phases add up to the report's arrival; a late commit notice shortens "page".
+        sketch_s = max(float(state.get("sketch_s", 0.0)), float(state["draw_s"]))
+        t_sketch = state["_t"] - sketch_s
+        t_commit = min(t_commit, t_sketch)
+        phases = {"page": t_commit - start, "load": t_sketch - t_commit, "sketch": sketch_s,
                   "close": t_closed - t_close}
         common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"]),
                   "brush_calls": dict(state.get("calls") or {}), "phases": phases, **meter}

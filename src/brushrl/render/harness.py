@@ -56,7 +56,7 @@ PRELUDE_JS = r"""
   const report = window[%(binding)s];
   delete window[%(binding)s];
   const errors = [];
-  let frames = 0, t0 = performance.now(), sent = false;
+  let frames = 0, t0 = performance.now(), tSketch = performance.now(), sent = false;
   const calls = {};  // brush method -> calls made by the sketch (wrappers installed in sketchStarting)
   const say = (x) => { try { return String(x && x.stack ? x.stack : x).slice(0, 300); } catch (e) { return '?'; } };
   const canvas = () => (window.p5 && p5.instance && p5.instance._renderer && p5.instance._renderer.canvas)
@@ -67,8 +67,9 @@ PRELUDE_JS = r"""
     let png = null;
     try { const c = errors.length ? null : canvas(); png = c ? c.toDataURL('image/png') : null; }
     catch (e) { errors.push('capture failed: ' + say(e)); }
+    const now = performance.now();
     report({ phase: 'done', errors: errors.slice(0, 20), png, frames, calls,
-             draw_s: (performance.now() - t0) / 1000 });
+             draw_s: (now - t0) / 1000, sketch_s: (now - tSketch) / 1000 });
   };
   addEventListener('error', (e) => {
     let msg = say(e.error || e.message);
@@ -93,6 +94,7 @@ PRELUDE_JS = r"""
           b[k] = function () { calls[k] = (calls[k] || 0) + 1; return f.apply(this, arguments); };
         }
       }
+      tSketch = performance.now();
       report({ phase: 'sketch' });
     },
     setupStarted() { t0 = performance.now(); },
