@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from brushrl.metrics import PipelineMetrics, quantile
 from test_cluster import emitted_metrics
+from conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,19 +45,11 @@ def test_ledger_states_are_the_ledger_counts():
     assert capacity.LEDGER_STATES[1:-1] == capacity.TERMINAL
 
 
-def test_quantile_matches_numpy():
-    import numpy as np
-
-    xs = [3.0, 1.0, 9.0, 4.5, 2.0, 7.0]
-    for q in (0, 0.5, 0.95, 1):
-        assert quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)))
+def test_quantile_interpolates_linearly_and_is_zero_for_none():
+    xs = [3.0, 1.0, 9.0, 4.5, 2.0, 7.0]  # sorted: 1 2 3 4.5 7 9
+    assert [quantile(xs, q) for q in (0, 0.5, 1)] == [1.0, 3.75, 9.0]
+    assert quantile(xs, 0.95) == pytest.approx(7 + 0.75 * 2)
     assert quantile([], 0.5) == 0.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -82,7 +74,7 @@ def _publish_and_scrape() -> None:
     if ray.is_initialized():
         ray.shutdown()
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    port = _free_port()
+    port = free_port()
     ray.init(address="local", num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1",
              log_to_driver=False, _metrics_export_port=port)
     try:

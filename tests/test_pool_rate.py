@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import pytest
 import requests
 
 from brushrl.pool.store import PoolRow, ReferencePool, init_pool
+from conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = ROOT / "pools" / "starter"
@@ -39,12 +39,6 @@ def make_draft(root: Path, n: int = 6) -> list[str]:
                       code=EVIL_CODE if evil else e.code, round=i % 2), e.path.read_bytes())
         ids.append(f"c{i}")
     return ids
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -29,7 +29,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from test_train import _free_port, small_overrides
+from conftest import free_port
+from test_train import small_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -95,9 +96,9 @@ class LocalHead:
     def _launch(self) -> None:
         # Short path: Ray's unix sockets live under it (sun_path is limited to 107 bytes).
         self.temp_dir = tempfile.mkdtemp(prefix="brj", dir="/tmp")
-        self.dashboard = _free_port()
+        self.dashboard = free_port()
         self.address = f"http://127.0.0.1:{self.dashboard}"
-        ports = {name: _free_port() for name in (
+        ports = {name: free_port() for name in (
             "port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
             "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
         cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",

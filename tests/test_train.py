@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,16 +23,11 @@ import yaml
 
 from brushrl.config import load_config
 from brushrl.orchestrator.trainer import Trainer
+from conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Shared by the tests of this module so the tiny warm start is trained once per machine.
 SFT_CACHE = Path.home() / ".cache" / "brushrl-tests"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def small_overrides(tmp_path: Path, steps: int = 2) -> dict:
@@ -78,7 +72,7 @@ def _scrape(port: int, name: str, timeout_s: float = 40.0) -> str:
 
 @pytest.mark.slow
 def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
-    port = _free_port()
+    port = free_port()
     overrides = small_overrides(tmp_path) | {"ray.metrics_export_port": port}
     cfg = load_config(ROOT / "configs/local.yaml", overrides)
     gallery = Trainer(cfg).run()
@@ -135,7 +129,7 @@ def test_ray_job_submit(tmp_path, fresh_ray):
     env.pop("RAY_ADDRESS")
     bin_dir = Path(sys.executable).parent
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    gcs, dash = _free_port(), _free_port()
+    gcs, dash = free_port(), free_port()
     # --block keeps `ray start` in the foreground; terminating it stops this head only (a
     # `ray stop` would stop every Ray cluster on the machine).
     start = [str(bin_dir / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",

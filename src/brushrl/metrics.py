@@ -23,6 +23,7 @@ agreement). Every metric also carries Ray's own labels (``SessionName``, ``NodeA
 
 from __future__ import annotations
 
+import numpy as np
 from ray.util import metrics as rm
 
 from brushrl.orchestrator.capacity import LEDGER_STATES  # the ledger's group counts, defined once
@@ -35,14 +36,9 @@ RENDER_QUANTILES = (0.5, 0.95)
 
 
 def quantile(xs: list[float], q: float) -> float:
-    """The ``q`` quantile of ``xs`` with linear interpolation (numpy's default); 0.0 for none."""
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    pos = q * (len(s) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    """The ``q`` quantile (``q`` in [0, 1]) of ``xs`` with linear interpolation
+    (``numpy.quantile``'s default); 0.0 for none."""
+    return float(np.quantile(xs, q)) if xs else 0.0
 
 
 

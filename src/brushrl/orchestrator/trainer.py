@@ -332,7 +332,7 @@ class Trainer:
             "staleness/max": max(stale) if stale else None,
             "render/per_s": len(render_times) / render_s if render_s else 0.0,
             "render/mean_s": sum(render_times) / len(render_times) if render_times else 0.0,
-            "render/p50_s": _median(render_times),
+            "render/p50_s": quantile(render_times, 0.5),
             "render/p95_s": quantile(render_times, 0.95),
             "render/cache_hit_rate": _share([s.render.cache_hit for s in samples if s.render is not None]),
             "time/gen_s": gen_s,
@@ -387,14 +387,6 @@ class Trainer:
 def _share(flags: list[bool]) -> float:
     """Share of true values (0.0 for none)."""
     return sum(flags) / len(flags) if flags else 0.0
-
-
-def _median(xs: list[float]) -> float:
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def _tuples(value):

@@ -7,7 +7,8 @@ each actor count it reports:
 
 * p50 / p95 wall seconds per render (``RenderResult.wall_s``, timed in the actor around the render:
   page, p5 load, sketch, capture, PNG decode; Ray's dispatch is in renders/min only), p50 in-page
-  drawing seconds (``draw_s``: setup + first frame);
+  drawing seconds (``draw_s``: setup + first frame); quantiles interpolate linearly
+  (``brushrl.metrics.quantile``, numpy's default);
 * overhead share: sum(wall - draw) / sum(wall) (page, p5 load, capture, PNG decode);
 * p50 seconds per phase (``RenderResult.phases``: page, load, sketch, close, decode), where the
   overhead goes;
@@ -38,19 +39,12 @@ import time
 from pathlib import Path
 
 from brushrl.config import BrushRLConfig, ConfigError, RenderConfig, load_config
+from brushrl.metrics import quantile
 from brushrl.types import RenderResult
 
 
 #: ``RenderResult.phases`` keys, in page order.
 PHASES = ("page", "load", "sketch", "close", "decode")
-
-
-def _pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile ``q`` in [0, 100] of ``values`` (0.0 when empty)."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
 
 
 def summarise(results: list[RenderResult], batch_s: float) -> dict:
@@ -65,17 +59,17 @@ def summarise(results: list[RenderResult], batch_s: float) -> dict:
         "renders": len(results),
         "ok": len(ok),
         "statuses": {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})},
-        "wall_p50_s": _pct(walls, 50),
-        "wall_p95_s": _pct(walls, 95),
-        "draw_p50_s": _pct(draws, 50),
+        "wall_p50_s": quantile(walls, 0.5),
+        "wall_p95_s": quantile(walls, 0.95),
+        "draw_p50_s": quantile(draws, 0.5),
         "overhead_share": (sum(walls) - sum(draws)) / sum(walls) if walls else 0.0,
         "cpu_s_mean": statistics.fmean(cpus) if cpus else 0.0,
-        "cpu_s_p50": _pct(cpus, 50),
+        "cpu_s_p50": quantile(cpus, 0.5),
         "renders_per_min": 60 * len(results) / batch_s if batch_s else 0.0,
         "batch_s": batch_s,
         "peak_rss_mb_per_actor": max(per_actor.values(), default=0.0),
         "actors_seen": len(per_actor),
-        "phase_p50_s": {ph: _pct([r.phases[ph] for r in ok if ph in r.phases], 50) for ph in PHASES},
+        "phase_p50_s": {ph: quantile([r.phases[ph] for r in ok if ph in r.phases], 0.5) for ph in PHASES},
     }
 
 
