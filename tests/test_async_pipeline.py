@@ -29,6 +29,7 @@ from brushrl.pool import ReferencePool
 from brushrl.render.pool import RendererWorker
 from brushrl.reward.actor import PoolScorerActor
 from brushrl.types import Completion
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "tests/fixtures/gate/pass_skeleton.js").read_text()
@@ -90,9 +91,7 @@ def local_ray():
     if ray.is_initialized():
         ray.shutdown()
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
+    start_local_ray(num_cpus=4, runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
     yield
     ray.shutdown()
 

@@ -34,6 +34,7 @@ from brushrl.learner import (
 )
 from brushrl.learner.grpo import GRPOLearner
 from brushrl.types import Completion, GateVerdict, Sample
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 torch.set_num_threads(1)
 
@@ -354,8 +355,9 @@ def ray_cluster():
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     previous = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # bind to 127.0.0.1 (shared/notes/probes.md)
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1")
+    if ray.is_initialized():
+        ray.shutdown()  # another module's cluster
+    start_local_ray(num_cpus=4)
     yield ray
     ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])

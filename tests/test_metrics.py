@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from brushrl.metrics import PipelineMetrics, quantile
+from brushrl.orchestrator.ray_setup import start_local_ray
 from test_cluster import emitted_metrics
 from conftest import free_port
 
@@ -73,10 +74,8 @@ def _publish_and_scrape() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     port = free_port()
-    ray.init(address="local", num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, _metrics_export_port=port)
+    start_local_ray(num_cpus=1, log_to_driver=False, _metrics_export_port=port)
     try:
         m = PipelineMetrics()
         m.render_queue(3, 2)

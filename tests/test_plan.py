@@ -4,7 +4,6 @@ the capacity warning, the wall-time model against the seeds, and placements reac
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from brushrl.cli import main
 from brushrl.config import ConfigError, load_config
 from brushrl.plan.resources import build_plan, ray_options
 from brushrl.plan.timing import estimate_run, estimates_from_run, step_seconds
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("local", "h200", "cluster")
@@ -173,9 +173,7 @@ def test_placement_reaches_ray(tmp_path):
 
     if ray.is_initialized():
         ray.shutdown()
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=1, resources={"scorer": 1}, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
+    start_local_ray(num_cpus=1, resources={"scorer": 1}, log_to_driver=False)
     try:
         cfg = load_config(ROOT / "configs/local.yaml", {"resources.scorer.resources": {"scorer": 1}})
         actor = make_scorer_actor(cfg.reward.pool, placement=cfg.resources.scorer)

@@ -154,13 +154,13 @@ def test_filters_show_matching_paintings(browser, server, draft):
     pool, ids = draft
     page = open_page(browser, server.url)
     page.select_option("#f-round", "1")
-    expect(page.locator(".card")).to_have_count(3)  # (wait_for_function would need CSP unsafe-eval)
+    expect(page.locator(".card")).to_have_count(3, timeout=20000)  # (wait_for_function would need CSP unsafe-eval)
     assert sorted(page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.id)")) == ["c1", "c3", "c5"]
     page.keyboard.press("l")
     wait_acked(page, 1)
     page.select_option("#f-round", "")
     page.select_option("#f-tier", "love")
-    expect(page.locator(".card")).to_have_count(1)
+    expect(page.locator(".card")).to_have_count(1, timeout=20000)
     assert page.get_attribute(".card", "data-id") == "c1"
 
 

@@ -18,6 +18,7 @@ from brushrl.pool import ReferencePool
 from brushrl.render.pool import RenderPool
 from brushrl.reward.actor import PoolScorerActor, make_scorer_actor
 from brushrl.types import Completion
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "tests/fixtures/gate/pass_skeleton.js")
@@ -61,8 +62,7 @@ def local_ray():
     if ray.is_initialized():
         ray.shutdown()
     # Workers import this module's actor classes by name: put tests/ (and this tree's src/) on their path.
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}})
+    start_local_ray(num_cpus=4, runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}})
     yield
     ray.shutdown()
 

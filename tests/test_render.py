@@ -24,6 +24,7 @@ from brushrl.config import RenderConfig
 from brushrl.render import Renderer, find_js_dir, paint_fraction
 from brushrl.render.bench import HEAVY, SKELETON, pixel_diff
 from brushrl.render.pool import RenderPool
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 SIZE = 600
 
@@ -156,16 +157,18 @@ def test_looping_sketch_is_stopped_after_its_first_frame(renderer):
 
 
 def test_runaway_sketch_times_out_and_the_renderer_recovers(renderer):
-    deadline, attempts = 2.0, 2
+    # The deadline covers page setup and p5's load (~0.7 s quiet, up to ~2.7 s loaded): a try that
+    # never reaches the sketch is infra, not timeout, so the deadlines leave room for that.
+    deadline, attempts = 6.0, 2
     t = time.monotonic()
     res = renderer.render(SKELETON.replace("noLoop(); }", "noLoop(); while (true) {} }"), 0, SIZE, deadline, attempts)
     took = time.monotonic() - t
     print(f"\nwhile(true): {res.status} after {took:.2f} s (deadline {deadline} s x {attempts})")
     assert res.status == "timeout" and res.attempts == attempts
     assert took < deadline * attempts + 20  # two page setups and a relaunch, on a loaded machine
-    never = renderer.render("async function setup() { createCanvas(600, 600, WEBGL); await new Promise(() => {}); }", 0, SIZE, 1.0, 1)
+    never = renderer.render("async function setup() { createCanvas(600, 600, WEBGL); await new Promise(() => {}); }", 0, SIZE, 8.0, 1)
     assert never.status == "timeout"
-    top_level = renderer.render("while (true) {}\n" + SKELETON, 0, SIZE, 1.5, 1)  # before setup exists
+    top_level = renderer.render("while (true) {}\n" + SKELETON, 0, SIZE, 8.0, 1)  # before setup exists
     assert top_level.status == "timeout"
     ok(renderer.render(BLANK, 0, SIZE, 30, 1))
 
@@ -270,7 +273,7 @@ def test_close_leaves_no_processes():
     t.start()
     t.join(60)
     assert len(spawned) >= 2  # the Playwright driver and Chromium's processes
-    assert _gone_within(spawned, 5) == []  # zombies included
+    assert _gone_within(spawned, 30) == []  # zombies included
 
 
 def test_killed_playwright_driver_is_replaced_and_the_render_retried():
@@ -321,26 +324,33 @@ def _chromium(kind: str) -> list[int]:
             and f"--type={kind}".encode() in (argv := _argv(int(d.name))) and dirs & set(argv)]
 
 
-SLOW = "async function setup() { createCanvas(600, 600, WEBGL); await new Promise((r) => setTimeout(r, 2500)); noLoop(); }"
+SLOW = "async function setup() { createCanvas(600, 600, WEBGL); await new Promise((r) => setTimeout(r, 5000)); noLoop(); }"
 
 
 @pytest.mark.parametrize("kind", ["browser", "renderer"])
 def test_killed_chromium_is_relaunched_and_the_render_retried(renderer, kind):
     ok(renderer.render(BLANK, 0, SIZE, 30, 1))  # the module's browser is the only one alive
     victims: list[int] = []
+    before = set(_chromium(kind)) if kind == "renderer" else set()
 
-    def kill():  # 1 s into the render: the page's renderer process exists only during a render
-        victims.extend(_chromium(kind))
+    def kill():
+        # The browser: 1 s into the render. The page's renderer process exists only during a
+        # render and may take over a second to appear on a loaded machine: wait for a new one.
+        time.sleep(1.0 if kind == "browser" else 0.0)
+        end = time.monotonic() + 20
+        while not victims and time.monotonic() < end:
+            victims.extend(p for p in _chromium(kind) if p not in before)
+            time.sleep(0.05)
         for p in victims:
             os.kill(p, 9)
 
-    killer = threading.Timer(1.0, kill)
+    killer = threading.Thread(target=kill)
     killer.start()
     res = ok(renderer.render(SLOW, 0, SIZE, 30, 1))
     killer.join()
     assert victims
     assert res.attempts == 2  # the failed attempt (infra) + the retry in a relaunched browser
-    assert _gone_within(set(victims), 5) == []
+    assert _gone_within(set(victims), 30) == []
 
 
 def test_missing_js_dir_says_how_to_install(monkeypatch, tmp_path):
@@ -373,16 +383,14 @@ def test_cli_renders_and_prints_one_json_object(tmp_path):
 
 @pytest.fixture(scope="module")
 def pool():
-    started = not ray.is_initialized()
-    if started:
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind to 127.0.0.1 (probes.md)
-        ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    if ray.is_initialized():
+        ray.shutdown()  # another module's cluster, of unknown size
+    start_local_ray(num_cpus=4, log_to_driver=False)
     p = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=30, attempts=1))
     p.ping()
     yield p
     p.shutdown()
-    if started:
-        ray.shutdown()
+    ray.shutdown()
 
 
 def test_pool_renders_jobs_in_order_across_actors(pool):
@@ -410,7 +418,7 @@ def test_pool_retries_a_job_whose_actor_died(pool):
     assert results[0].actor_id != victim["actor_id"]  # served by the other actor
     after = pool.ping()  # Ray restarted the killed actor
     assert after[0]["actor_id"] == victim["actor_id"] and after[0]["pid"] != victim["pid"]
-    assert _gone_within(browsers, 10) == []  # its Chromium went with it
+    assert _gone_within(browsers, 30) == []  # its Chromium went with it
 
 
 def test_pool_retries_an_infra_answer_on_the_other_actor(pool):
@@ -541,7 +549,8 @@ HOSTILE = {
                   "try {{ x.open('GET', 'file:///etc/hostname'); x.send(); }} catch (e) {{}}", "file:///etc/passwd", "ok"),
     "form_post": ("const f = document.createElement('form'); f.action = 'http://{u}/form'; f.method = 'post'; "
                   "document.body.appendChild(f); f.submit()", "form-action", "ok"),
-    "navigate_away": ("location.href = 'http://{u}/nav'", "navigation ", "error"),
+    # never finishes on its own: only the navigation can end it (else: timeout after 90 s)
+    "navigate_away": ("location.href = 'http://{u}/nav'; await new Promise(() => {{}})", "navigation ", "error"),
 }
 
 
@@ -550,7 +559,7 @@ def test_hostile_sketch_is_refused_recorded_and_nothing_gets_out(renderer, liste
     addr, hits = listener
     body, expect, status = HOSTILE[rule]
     code = ("async function setup() { createCanvas(600, 600, WEBGL); " + body.format(u=addr) +
-            "; await new Promise((r) => setTimeout(r, 800)); noLoop(); }\nfunction draw() { background(200); }")
+            "; await new Promise((r) => setTimeout(r, 2000)); noLoop(); }\nfunction draw() { background(200); }")
     hits.clear()
     res = renderer.render(code, 0, SIZE, 90, 1)
     time.sleep(0.3)

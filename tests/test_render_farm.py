@@ -5,7 +5,6 @@ Run: PYTHONPATH=src .venv/bin/python -m pytest tests/test_render_farm.py -q
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -13,15 +12,14 @@ import ray
 
 from brushrl.config import ActorPlacement, RenderConfig
 from brushrl.render.pool import RenderPool
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 
 def test_actor_with_two_pages_renders_two_at_once_and_custom_resource_is_requested():
     # A separate local Ray whose only node offers the custom resource the config asks for.
     if ray.is_initialized():
         ray.shutdown()  # another module's cluster: this test needs a node with the resource
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=2, resources={"renderer": 1}, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
+    start_local_ray(num_cpus=2, resources={"renderer": 1}, log_to_driver=False)
     try:
         cfg = RenderConfig(num_actors=1, pages_per_actor=2, num_cpus=0.5, deadline_s=120, attempts=1,
                            cache_entries=0)
@@ -38,7 +36,7 @@ def test_actor_with_two_pages_renders_two_at_once_and_custom_resource_is_request
         assert [r.status for r in results] == ["ok", "ok"] and len({r.actor_id for r in results}) == 1
         walls = sum(r.wall_s for r in results)
         print(f"\ntwo 4 s renders on one actor with 2 pages: {took:.1f} s for {walls:.1f} s of renders")
-        assert took < 0.8 * walls  # they overlapped (serial: took >= walls)
+        assert took < walls - 2.0  # they overlapped (serial: took >= walls; the waits alone save ~4 s)
         assert p.ping()[0]["browsers"] >= 2
         # A second actor asking for the same resource cannot be placed: it waits, it does not run.
         extra = RenderPool(cfg, placement)

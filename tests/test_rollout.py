@@ -149,6 +149,7 @@ def test_ray_actor_generates_a_group(policy_cfg, engine, local_ray):
         learner={"lora": {"r": 4, "alpha": 8}},
     )
     actor = make_rollout_actor(cfg, SYSTEM)
+    ray.get(actor.__ray_ready__.remote(), timeout=600)  # a fresh worker imports torch and loads the model
     (group,) = ray.get(actor.generate.remote([PROMPT], cfg.rollout.group_size, 0), timeout=120)
     assert len(group) == 2
     assert all(c.policy_version == 0 and len(c.completion_ids) == len(c.logprobs) > 0 for c in group)

@@ -4,7 +4,7 @@ on a real local Ray with real Chromium renderers."""
 from __future__ import annotations
 
 import io
-import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from brushrl.cli import main
 from brushrl.config import ActorPlacement, RenderConfig
 from brushrl.orchestrator.control import ControlError, ControlFile, write_control
 from brushrl.render.bench import SKELETON
+from brushrl.orchestrator.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,10 +56,8 @@ def test_scale_cli(tmp_path, capsys):
 def local_ray():
     if ray.is_initialized():
         ray.shutdown()
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     # Two renderer slots, as a renderer node advertising {"renderer": 2} would.
-    ray.init(address="local", num_cpus=4, resources={"renderer": 2}, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
+    start_local_ray(num_cpus=4, resources={"renderer": 2}, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -77,8 +76,12 @@ def test_pool_grows_and_shrinks_without_waiting_on_pending_renderers(local_ray, 
         assert pool.size == 3
         results = pool.render_many([(SKELETON, seed) for seed in range(6)])
         assert [r.status for r in results] == ["ok"] * 6  # the pending renderer blocked nothing
-        if len(pool.actors) < 2:  # the second browser may still be starting on a loaded box
-            pool.render_many([(SKELETON, 9)] * 4)
+        # The second browser may still be starting on a loaded box; a starting actor joins while the
+        # pool waits on renders (fresh seeds: the render cache would answer repeats at once).
+        deadline, seed = time.monotonic() + 180, 100
+        while len(pool.actors) < 2 and time.monotonic() < deadline:
+            pool.render_many([(SKELETON, seed)])
+            seed += 1
         assert len(pool.actors) == 2
         pids = {p["pid"] for p in pool.ping()}
         assert len(pids) == 2 and first[0]["pid"] in pids

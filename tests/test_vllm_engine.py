@@ -27,6 +27,7 @@ from brushrl.orchestrator.trainer import system_prompt_for, warm_start_policy
 from brushrl.policy import load_policy
 from brushrl.prompts import chat_messages
 from brushrl.rollout import make_rollout_actor
+from brushrl.orchestrator.ray_setup import start_local_ray
 from test_train import ROOT, small_overrides
 
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
@@ -64,8 +65,7 @@ def setup(tmp_path_factory):
     cfg = warm_start_policy(cfg, system_prompt)
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             object_store_memory=200 * 1024**2)
+    start_local_ray(num_cpus=2, object_store_memory=200 * 1024**2)
     t0 = time.perf_counter()
     actor = make_rollout_actor(cfg, system_prompt)
     assert ray.get(actor.policy_version.remote(), timeout=600) == 0

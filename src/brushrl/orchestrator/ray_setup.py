@@ -35,20 +35,28 @@ def init_ray(cfg: RayConfig) -> None:
     if address:
         ray.init(address=address, log_to_driver=True)
         return
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     kwargs = {}
     if cfg.metrics_export_port:
         kwargs["_metrics_export_port"] = cfg.metrics_export_port
+    start_local_ray(num_cpus=cfg.num_cpus,
+                    runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}}, **kwargs)
+
+
+def start_local_ray(**kwargs) -> None:
+    """Start a new local Ray cluster bound to 127.0.0.1: ``ray.init(address="local",
+    include_dashboard=False, _node_ip_address="127.0.0.1", **kwargs)`` with
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, tried up to ``_START_ATTEMPTS`` times when Ray's
+    startup times out (see ``_START_ATTEMPTS``). The tests start their clusters with it too.
+
+    Raises:
+        Exception: what ``ray.init`` raised, for any other failure or the last timed-out start.
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    kwargs = {"include_dashboard": False, **kwargs}
     for attempt in range(1, _START_ATTEMPTS + 1):
         try:
-            ray.init(
-                address="local",  # always a new cluster: never attach to one found in /tmp/ray
-                num_cpus=cfg.num_cpus,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}},
-                **kwargs,
-            )
+            # address="local": always a new cluster, never attach to one found in /tmp/ray
+            ray.init(address="local", _node_ip_address="127.0.0.1", **kwargs)
             return
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
             if "timed out during startup" not in str(exc) or attempt == _START_ATTEMPTS:

@@ -15,7 +15,6 @@ the page defences. Cost: none measurable (skeleton, llvmpipe, 3 alternating pair
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
@@ -29,16 +28,26 @@ def unshare_flags() -> str:
     return "-n" if os.geteuid() == 0 else "-rn"
 
 
-@functools.cache
+_probed: dict[str, bool] = {}  # unshare_flags() -> the probe's definite answer
+
+
 def netns_available() -> bool:
-    """Whether ``unshare <unshare_flags()> true`` works on this machine (cached per process)."""
-    exe = shutil.which("unshare")
-    if exe is None:
-        return False
-    try:
-        return subprocess.run([exe, unshare_flags(), "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    """Whether ``unshare <unshare_flags()> true`` works on this machine. A definite answer is
+    cached per process; a probe that timed out (a loaded machine) says False and is asked again
+    next time, so that one slow probe does not turn isolation off for the process's life."""
+    flags = unshare_flags()
+    if flags not in _probed:
+        exe = shutil.which("unshare")
+        if exe is None:
+            _probed[flags] = False
+        else:
+            try:
+                _probed[flags] = subprocess.run([exe, flags, "true"], capture_output=True, timeout=30).returncode == 0
+            except subprocess.TimeoutExpired:
+                return False
+            except OSError:
+                _probed[flags] = False
+    return _probed[flags]
 
 
 def network_launcher(chromium_path: str, mode: str) -> tuple[str, bool]:
