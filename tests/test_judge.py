@@ -266,6 +266,13 @@ def test_curriculum_shifts_references_toward_love_and_never_back(server):
         assert refs == ["love"] * 4 and out.stage == 2
     assert judge.curriculum.running_mean() == 0.0 and judge.curriculum.stage == 2
     backend.close()
+    # A resumed run's judge (a new actor) is brought back to the checkpointed stage, never below.
+    again, backend = _judge(server.url, refs_per_tier=2, curriculum=stages, curriculum_window=2)
+    assert again.curriculum.resume(2) == 2 and sorted(tiers[r] for r in again.references(7)) == ["love"] * 4
+    assert again.curriculum.resume(1) == 2
+    with pytest.raises(ValueError, match="curriculum stage 3 is not in 0..2"):
+        again.curriculum.resume(3)
+    backend.close()
 
 
 def test_curriculum_config_is_checked(tmp_path):

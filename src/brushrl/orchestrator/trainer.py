@@ -133,6 +133,9 @@ class Trainer:
         self.step_rewards: list[float] = list(self.state.get("step_rewards", []))
         #: Policy version the rollout engine serves (0 = the warm start; +1 per learner update).
         self.policy_version = int(self.state.get("policy_version", 0))
+        #: newest reference-curriculum stage a scored group was judged in (checkpointed; a resumed
+        #: run's judge starts there instead of at stage 0)
+        self.curriculum_stage = int(self.state.get("judge_curriculum_stage", 0))
 
     def _say(self, text: str) -> None:
         print(text, file=self.log, flush=True)
@@ -201,6 +204,9 @@ class Trainer:
         first_step = 1
         if self.checkpoint is not None:
             first_step = self._restore(learner, rollout, producer, ledger)
+            if self.curriculum_stage and "judge" in scorers:
+                stage = ray.get(scorers["judge"].resume_curriculum.remote(self.curriculum_stage))
+                self._say(f"[brushrl] judge reference curriculum resumed at stage {stage}")
         elif cfg.rollout.adapter_dir is None:  # by folder (vLLM): version 0 is the bare base model
             ray.get(rollout.load_adapter.remote(learner.adapter_state.remote(), 0))
         self.metrics = PipelineMetrics()
@@ -357,6 +363,7 @@ class Trainer:
         stages = [s.raw["judge_curriculum_stage"] for s in samples if "judge_curriculum_stage" in s.raw]
         if stages:
             record["judge/curriculum_stage"] = max(stages)  # the judge's reference curriculum stage
+            self.curriculum_stage = max(self.curriculum_stage, int(max(stages)))
         if record["reward/mean"] is not None:
             self.step_rewards.append(record["reward/mean"])
         self.run_dir.log_metrics(record)
@@ -367,7 +374,8 @@ class Trainer:
         if report.checkpoint is not None:
             ref, state = report.checkpoint
             ray.get(ref)
-            state |= {"group_counts": dict(self.group_counts), "step_rewards": self.step_rewards}
+            state |= {"group_counts": dict(self.group_counts), "step_rewards": self.step_rewards,
+                      "judge_curriculum_stage": self.curriculum_stage}
             self.run_dir.commit_checkpoint(report.step, state)
 
     def _finish(self) -> None:

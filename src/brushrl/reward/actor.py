@@ -45,6 +45,11 @@ class JudgeActor:
 
         self.judge = PairwiseJudge(ReferencePool(pool_path), backend or make_backend(judge), judge)
 
+    def resume_curriculum(self, stage: int) -> int:
+        """Bring the reference curriculum to a resumed run's ``stage``
+        (:meth:`brushrl.reward.judge.ReferenceCurriculum.resume`); returns the stage now."""
+        return self.judge.curriculum.resume(stage)
+
     def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
         """``GroupScorer``: value = judge score; raw = {resolved, dropped, ``dropped:<cause>`` per
         cause of a dropped comparison's failed order, curriculum_stage}; None when no comparison

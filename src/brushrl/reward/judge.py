@@ -101,7 +101,9 @@ class ReferenceCurriculum:
     ``min_score`` the running mean has reached; it never moves back, so a bad group after a stage
     change (the new references are harder, scores drop) does not flip the mix to and fro.
     Invariant: ``0 <= stage <= len(cfg.curriculum)``; stage 0 is ``refs_per_tier`` of each of
-    ``cfg.tiers``. State is per judge actor and starts at 0 after a restart.
+    ``cfg.tiers``. State is per judge actor and starts at 0 when the actor starts; a resumed run
+    brings back its stage with :meth:`resume` (the trainer checkpoints the newest stage a group
+    was judged in), not the running mean.
     """
 
     def __init__(self, cfg: JudgeConfig):
@@ -109,6 +111,19 @@ class ReferenceCurriculum:
         self.stage = 0
         self._recent: deque[float] = deque(maxlen=cfg.curriculum_window)
         self._lock = threading.Lock()
+
+    def resume(self, stage: int) -> int:
+        """Move to ``stage`` (a checkpointed run's stage) unless already past it; returns the stage.
+
+        Raises:
+            ValueError: ``stage`` is not in ``0..len(cfg.curriculum)``.
+        """
+        if not 0 <= stage <= len(self.cfg.curriculum):
+            raise ValueError(f"curriculum stage {stage} is not in 0..{len(self.cfg.curriculum)} "
+                             f"(reward.judge.curriculum has {len(self.cfg.curriculum)} stages)")
+        with self._lock:
+            self.stage = max(self.stage, stage)
+            return self.stage
 
     def current(self) -> tuple[int, dict[str, int]]:
         """(stage, tier -> references per group) of the current stage, read together."""
