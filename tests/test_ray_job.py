@@ -34,9 +34,10 @@ from test_train import small_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-#: Seconds from ``ray job stop`` to STOPPED we accept: the runtime env's SIGTERM -> SIGKILL grace
-#: (RAY_JOB_STOP_WAIT_TIME_S, 60) plus slack for a loaded machine.
-STOP_BOUND_S = 90
+#: Seconds we let ``ray job stop`` run: the runtime env's SIGTERM -> SIGKILL grace
+#: (RAY_JOB_STOP_WAIT_TIME_S, 60) plus slack for two ``ray`` CLI starts on a loaded machine. That
+#: the graceful path ran (not the SIGKILL) is checked by the job's own log lines.
+STOP_BOUND_S = 150
 
 
 def makefile_runtime_env() -> dict:
@@ -231,7 +232,7 @@ def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
     print(f"ray job stop -> STOPPED in {stop_s:.1f} s")
 
     left = tagged_processes(tag)
-    deadline = time.time() + 30  # the raylet reaps the job's workers after the driver exits
+    deadline = time.time() + 90  # the raylet reaps the job's workers after the driver exits
     while left and time.time() < deadline:
         time.sleep(1)
         left = tagged_processes(tag)
