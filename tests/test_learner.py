@@ -355,8 +355,6 @@ def ray_cluster():
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     previous = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
-    if ray.is_initialized():
-        ray.shutdown()  # another module's cluster
     start_local_ray(num_cpus=4)
     yield ray
     ray.shutdown()

@@ -72,8 +72,6 @@ def test_every_documented_metric_reaches_prometheus():
 def _publish_and_scrape() -> None:
     import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
     port = free_port()
     start_local_ray(num_cpus=1, log_to_driver=False, _metrics_export_port=port)
     try:

@@ -171,8 +171,6 @@ def test_placement_reaches_ray(tmp_path):
 
     from brushrl.reward.actor import make_scorer_actor
 
-    if ray.is_initialized():
-        ray.shutdown()
     start_local_ray(num_cpus=1, resources={"scorer": 1}, log_to_driver=False)
     try:
         cfg = load_config(ROOT / "configs/local.yaml", {"resources.scorer.resources": {"scorer": 1}})

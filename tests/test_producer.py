@@ -59,8 +59,6 @@ class SlowScorer(PoolScorerActor):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    if ray.is_initialized():
-        ray.shutdown()
     # Workers import this module's actor classes by name: put tests/ (and this tree's src/) on their path.
     start_local_ray(num_cpus=4, runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}})
     yield

@@ -379,8 +379,6 @@ def test_cli_renders_and_prints_one_json_object(tmp_path):
 
 @pytest.fixture(scope="module")
 def pool():
-    if ray.is_initialized():
-        ray.shutdown()  # another module's cluster, of unknown size
     start_local_ray(num_cpus=4, log_to_driver=False)
     p = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=30, attempts=1))
     p.ping()

@@ -17,8 +17,6 @@ from brushrl.orchestrator.ray_setup import start_local_ray
 
 def test_actor_with_two_pages_renders_two_at_once_and_custom_resource_is_requested():
     # A separate local Ray whose only node offers the custom resource the config asks for.
-    if ray.is_initialized():
-        ray.shutdown()  # another module's cluster: this test needs a node with the resource
     start_local_ray(num_cpus=2, resources={"renderer": 1}, log_to_driver=False)
     try:
         cfg = RenderConfig(num_actors=1, pages_per_actor=2, num_cpus=0.5, deadline_s=120, attempts=1,

@@ -54,8 +54,6 @@ def test_scale_cli(tmp_path, capsys):
 
 @pytest.fixture
 def local_ray():
-    if ray.is_initialized():
-        ray.shutdown()
     # Two renderer slots, as a renderer node advertising {"renderer": 2} would.
     start_local_ray(num_cpus=4, resources={"renderer": 2}, log_to_driver=False)
     yield

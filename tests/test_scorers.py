@@ -52,8 +52,6 @@ class ShortScorer:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    if ray.is_initialized():
-        ray.shutdown()
     start_local_ray(num_cpus=6, runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}})
     yield
     ray.shutdown()

@@ -63,8 +63,6 @@ def setup(tmp_path_factory):
         "rollout.max_new_tokens": MAX_NEW_TOKENS, "rollout.num_cpus": 1})
     system_prompt = system_prompt_for(cfg)
     cfg = warm_start_policy(cfg, system_prompt)
-    if ray.is_initialized():
-        ray.shutdown()
     start_local_ray(num_cpus=2, object_store_memory=200 * 1024**2)
     t0 = time.perf_counter()
     actor = make_rollout_actor(cfg, system_prompt)

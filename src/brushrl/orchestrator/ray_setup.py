@@ -46,11 +46,15 @@ def start_local_ray(**kwargs) -> None:
     """Start a new local Ray cluster bound to 127.0.0.1: ``ray.init(address="local",
     include_dashboard=False, _node_ip_address="127.0.0.1", **kwargs)`` with
     ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, tried up to ``_START_ATTEMPTS`` times when Ray's
-    startup times out (see ``_START_ATTEMPTS``). The tests start their clusters with it too.
+    startup times out (see ``_START_ATTEMPTS``). A cluster this process is already connected to
+    is shut down first, so the new one has exactly ``kwargs``' resources. The tests start their
+    clusters with it too.
 
     Raises:
         Exception: what ``ray.init`` raised, for any other failure or the last timed-out start.
     """
+    if ray.is_initialized():
+        ray.shutdown()
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     kwargs = {"include_dashboard": False, **kwargs}
     for attempt in range(1, _START_ATTEMPTS + 1):

@@ -38,15 +38,13 @@ def netns_available() -> bool:
     flags = unshare_flags()
     if flags not in _probed:
         exe = shutil.which("unshare")
-        if exe is None:
+        try:
+            _probed[flags] = exe is not None and subprocess.run(
+                [exe, flags, "true"], capture_output=True, timeout=30).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False  # not cached: asked again next time
+        except OSError:
             _probed[flags] = False
-        else:
-            try:
-                _probed[flags] = subprocess.run([exe, flags, "true"], capture_output=True, timeout=30).returncode == 0
-            except subprocess.TimeoutExpired:
-                return False
-            except OSError:
-                _probed[flags] = False
     return _probed[flags]
 
 
