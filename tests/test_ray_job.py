@@ -1,9 +1,10 @@
 """``ray job stop`` of a real training job on a private local Ray head.
 
-The head runs on free ports bound to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), with its
-own temp dir and token auth (``RAY_AUTH_MODE=token``, as the Makefile), so it never touches another
-Ray cluster on the machine; it is stopped by ending its ``ray start --block`` process (a ``ray stop``
-would stop every cluster on the machine). The job is ``rayjobs/train.py`` submitted with the
+The head is started by the Makefile's ``make ray-head`` in an empty ``HOME`` (no Ray token: the
+Makefile must create it), on free ports bound to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``),
+with its own temp dir and token auth (``RAY_AUTH_MODE=token``, as the Makefile), so it never touches
+another Ray cluster on the machine; it is stopped by ending its ``ray start --block`` process group
+(a ``ray stop`` would stop every cluster on the machine). The job is ``rayjobs/train.py`` submitted with the
 Makefile's ``RUNTIME_ENV`` (plus a tag variable that marks every process the job starts), stopped
 with ``ray job stop`` once its first checkpoint is on disk. Then: the job is STOPPED in bounded time,
 the driver took the graceful path, no process of the job is left (driver, actors, Chromium), and the
@@ -62,10 +63,12 @@ def tagged_processes(tag: str) -> list[str]:
 
 
 class LocalHead:
-    """``ray start --head --block`` on free loopback ports with a private temp dir.
+    """A private local head started by the Makefile's ``make ray-head`` (as ``make demo`` starts one)
+    with ``--block``, free loopback ports and a private temp dir, in a new empty ``HOME``: a home
+    where Ray never ran, so the head starts only if the Makefile creates the auth token.
 
     Args:
-        keep: folder that receives ``head.log`` and the session's Ray logs when the head stops.
+        keep: folder that receives ``head.log``, the empty home and the session's Ray logs.
     """
 
     #: Starts tried: on a loaded machine Ray 2.60's raylet aborts when the dashboard agent is slow
@@ -74,9 +77,11 @@ class LocalHead:
 
     def __init__(self, keep: Path) -> None:
         self.keep = keep
+        self.home = Path(tempfile.mkdtemp(prefix="home", dir=keep))
         self.env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token",
-                        PATH=f"{BIN}:{os.environ['PATH']}")
-        self.env.pop("RAY_ADDRESS", None)
+                        PATH=f"{BIN}:{os.environ['PATH']}", HOME=str(self.home))
+        for name in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            self.env.pop(name, None)
         self.proc = None
         self.temp_dir = ""
 
@@ -90,7 +95,8 @@ class LocalHead:
                 if self.job("list", timeout=120).returncode == 0:
                     return
                 time.sleep(2)
-            log = (self.keep / "head.log").read_text()[-3000:]
+            log = "".join((self.keep / f).read_text()[-2000:] for f in ("make.log", "head.log")
+                          if (self.keep / f).exists())
             self.stop()
             assert attempt < self.ATTEMPTS, f"local Ray head did not come up: {log}"
 
@@ -102,11 +108,12 @@ class LocalHead:
         ports = {name: free_port() for name in (
             "port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
             "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
-        cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-               "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard}", "--num-cpus=4",
-               f"--temp-dir={self.temp_dir}", "--disable-usage-stats",
-               *(f"--{name}={port}" for name, port in ports.items())]
-        self.log = open(self.keep / "head.log", "a")
+        # Options given again after the Makefile's own win (click keeps an option's last value).
+        args = ["--block", f"--dashboard-port={self.dashboard}", "--num-cpus=4", f"--temp-dir={self.temp_dir}",
+                *(f"--{name}={port}" for name, port in ports.items())]
+        cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "ray-head",
+               f"RAY_LOG={self.keep / 'head.log'}", f"RAY_HEAD_ARGS={' '.join(args)}"]
+        self.log = open(self.keep / "make.log", "a")
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
@@ -137,7 +144,7 @@ class LocalHead:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGTERM)  # make, its shell and `ray start --block`
             try:
                 self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
@@ -190,6 +197,20 @@ def assert_consistent_run_dir(run: Path) -> int:
     assert status["state"] == "stopped" and status["signal"] == "SIGTERM", status
     assert status["last_step"] == steps[-1] and status["checkpoint"] == f"checkpoints/{folders[-1].name}", status
     return int(folders[-1].name.split("_")[1])
+
+
+def test_make_ray_head_starts_in_a_home_where_ray_never_ran(local_head):
+    """``make ray-head`` creates the token a token-auth head needs (``ray start`` does not), and the
+    ``ray job`` CLI of a new shell finds it: RAY_AUTH_MODE=token plus ~/.ray/auth_token (the
+    fixture's ``start`` already waited for ``ray job list`` to answer with it)."""
+    token = local_head.home / ".ray" / "auth_token"
+    assert token.is_file() and token.read_text().strip(), f"no token in the fresh home {local_head.home}"
+    assert local_head.job("list", timeout=120).returncode == 0
+    # token auth is on: the same request without the token is refused
+    bare = dict(local_head.env, RAY_AUTH_MODE="disabled")
+    refused = subprocess.run([str(BIN / "ray"), "job", "list", "--address", local_head.address], env=bare,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0, refused.stdout[-2000:]
 
 
 @pytest.mark.slow

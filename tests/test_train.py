@@ -7,6 +7,8 @@ cluster and checks the run directory and the Prometheus endpoint; ``test_ray_job
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import time
 import urllib.request
@@ -17,6 +19,8 @@ import pytest
 import ray
 import yaml
 
+from brushrl.artifacts.summary import summarize
+from brushrl.cli import main as cli_main
 from brushrl.config import load_config
 from brushrl.orchestrator.trainer import Trainer
 from conftest import free_port
@@ -73,7 +77,8 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     port = free_port()
     overrides = small_overrides(tmp_path) | {"ray.metrics_export_port": port}
     cfg = load_config(ROOT / "configs/local.yaml", overrides)
-    gallery = Trainer(cfg).run()
+    log = io.StringIO()
+    gallery = Trainer(cfg, log=log).run()
     run = tmp_path / "runs" / "e2e"
     assert gallery == run / "gallery.html" and gallery.exists()
     assert yaml.safe_load((run / "config.yaml").read_text())["run"]["steps"] == 2
@@ -115,6 +120,20 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     # A scorer's None has the cause "<scorer>:<cause>" (a render infra None does not count here).
     if not rows["none_cause"].dropna().str.contains(":").any():  # every scorer is weighted here
         documented.pop("ray_brushrl_scorer_none_total")  # also a labelled counter: from its first event on
+    # The run ends with its summary, the same as `brushrl summary` prints from the folder.
+    summary = summarize(run)
+    assert (summary.state, summary.last_step, summary.planned_steps) == ("finished", 2, 2)
+    assert sum(summary.gate.values()) == len(rows) and summary.gate["pass"] == (rows.gate_verdict == "pass").sum()
+    assert summary.step_rewards == [m["reward/mean"] for m in metrics if m["reward/mean"] is not None]
+    assert sum(summary.none_causes.values()) == rows.total.isna().sum()
+    lines = summary.lines()
+    assert log.getvalue().splitlines()[-len(lines):] == [f"[brushrl] {line}" for line in lines]
+    assert f"gallery: {run / 'gallery.html'}" in lines and any("brushrl serve" in line for line in lines)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["summary", str(run), "--wall-s", "125"]) == 0
+    assert "time: 2 min 5 s wall; 2 steps" in printed.getvalue() and len(printed.getvalue()) < 2000
+
     text = _scrape(port, list(documented))
     missing = [name for name in documented if name not in text]
     assert not missing, f"documented metrics not on the Prometheus endpoint: {missing}"
@@ -148,7 +167,6 @@ def test_ray_job_submit(tmp_path, fresh_ray):
 def test_resumed_run_keeps_the_judges_reference_curriculum_stage(tmp_path, fresh_ray):
     """The judge's curriculum stage is checkpointed: after a resume the judge does not fall back to
     the base reference mix (a fresh judge actor starts at stage 0)."""
-    import io
 
     from test_judge import ChatServer  # a real HTTP server speaking the chat API ("darker wins")
 

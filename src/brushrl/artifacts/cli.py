@@ -1,4 +1,4 @@
-"""``brushrl serve``."""
+"""``brushrl serve`` and ``brushrl summary``."""
 
 from __future__ import annotations
 
@@ -26,6 +26,19 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_summary(args: argparse.Namespace) -> int:
+    """Print a run directory's summary; 2 when it is not a run directory."""
+    from brushrl.artifacts.summary import summarize
+
+    try:
+        summary = summarize(args.run_dir)
+    except FileNotFoundError as exc:
+        print(exc)
+        return 2
+    print("\n".join(summary.lines(wall_s=args.wall_s, shown_root=args.run_dir)))
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "serve",
@@ -37,3 +50,14 @@ def register(sub) -> None:
     p.add_argument("run_dir", help="the run directory (<run.output_dir>/<run.name>)")
     p.add_argument("--port", type=int, default=8765, help="TCP port on 127.0.0.1; 0 picks a free one (default: %(default)s)")
     p.set_defaults(func=run_serve)
+
+    s = sub.add_parser(
+        "summary",
+        help="print a short summary of a run directory (state, steps, reward trend, gate, gallery)",
+        description="Summarise RUN_DIR from its status.json, metrics.jsonl and rollouts.parquet: state and steps, "
+        "step seconds, mean reward of the first vs last 5 steps, gate pass rate and failure reasons, None "
+        "rewards by cause, groups by outcome, where the gallery is and how to open it. `make demo` ends with it.",
+    )
+    s.add_argument("run_dir", help="the run directory (<run.output_dir>/<run.name>)")
+    s.add_argument("--wall-s", type=float, help="wall seconds of the command that ran it, to print beside the steps'")
+    s.set_defaults(func=run_summary)

@@ -32,6 +32,7 @@ import ray
 
 from brushrl.artifacts.gallery import write_gallery
 from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, sample_row
+from brushrl.artifacts.summary import summarize
 from brushrl.config import BrushRLConfig
 from brushrl.learner import GroupFilter, TrainSample
 from brushrl.metrics import PipelineMetrics, quantile
@@ -130,7 +131,6 @@ class Trainer:
             self.run_dir.rewind(self.state["step"])
         self.run_dir.save_config(cfg)
         self.group_counts: Counter = Counter(self.state.get("group_counts", {}))
-        self.step_rewards: list[float] = list(self.state.get("step_rewards", []))
         #: Policy version the rollout engine serves (0 = the warm start; +1 per learner update).
         self.policy_version = int(self.state.get("policy_version", 0))
         #: newest reference-curriculum stage a scored group was judged in (checkpointed; a resumed
@@ -173,6 +173,8 @@ class Trainer:
                     ray.kill(actor, no_restart=True)
                 self._finish()
                 self.run_dir.write_status(self.outcome, cfg.run.steps, **extra)
+                summary = summarize(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics())
+                self._say("\n".join(f"[brushrl] {line}" for line in summary.lines()))
         return self.run_dir.gallery
 
     def _train(self) -> None:
@@ -364,8 +366,6 @@ class Trainer:
         if stages:
             record["judge/curriculum_stage"] = max(stages)  # the judge's reference curriculum stage
             self.curriculum_stage = max(self.curriculum_stage, int(max(stages)))
-        if record["reward/mean"] is not None:
-            self.step_rewards.append(record["reward/mean"])
         self.run_dir.log_metrics(record)
         self.metrics.publish(record, {k: dict(v) for k, v in counts_all.items()}, render_times)
         self.line.update(report.step, record)
@@ -374,22 +374,13 @@ class Trainer:
         if report.checkpoint is not None:
             ref, state = report.checkpoint
             ray.get(ref)
-            state |= {"group_counts": dict(self.group_counts), "step_rewards": self.step_rewards,
+            state |= {"group_counts": dict(self.group_counts),
                       "judge_curriculum_stage": self.curriculum_stage}
             self.run_dir.commit_checkpoint(report.step, state)
 
     def _finish(self) -> None:
         write_gallery(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics(), self.cfg.run.name,
                       total_steps=self.cfg.run.steps)
-        r = self.step_rewards
-        if r:
-            first, last = r[:5], r[-5:]
-            self._say(
-                f"[brushrl] mean reward, first {len(first)} steps: {sum(first) / len(first):.3f}   "
-                f"last {len(last)} steps: {sum(last) / len(last):.3f}"
-            )
-        self._say(f"[brushrl] groups: {dict(self.group_counts)}")
-        self._say(f"[brushrl] gallery: {self.run_dir.gallery}")
 
 
 def _share(flags: list[bool]) -> float:
