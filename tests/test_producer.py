@@ -18,7 +18,7 @@ from brushrl.pool import ReferencePool
 from brushrl.render.pool import RenderPool
 from brushrl.reward.actor import PoolScorerActor, make_scorer_actor
 from brushrl.types import Completion
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "tests/fixtures/gate/pass_skeleton.js")

@@ -69,7 +69,7 @@ class LocalHead:
     """
 
     #: Starts tried: on a loaded machine Ray 2.60's raylet aborts when the dashboard agent is slow
-    #: to write its port files (see ``brushrl.orchestrator.ray_setup``), and ``ray start`` exits.
+    #: to write its port files (see ``brushrl.ray_setup``), and ``ray start`` exits.
     ATTEMPTS = 5
 
     def __init__(self, keep: Path) -> None:

@@ -24,7 +24,7 @@ from brushrl.config import RenderConfig
 from brushrl.render import Renderer, find_js_dir, paint_fraction
 from brushrl.render.bench import HEAVY, SKELETON, pixel_diff
 from brushrl.render.pool import RenderPool
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 SIZE = 600
 

@@ -14,7 +14,7 @@ from brushrl.cli import main
 from brushrl.config import ActorPlacement, RenderConfig
 from brushrl.orchestrator.control import ControlError, ControlFile, write_control
 from brushrl.render.bench import SKELETON
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 

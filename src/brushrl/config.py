@@ -98,7 +98,7 @@ class SFTConfig(_Section):
     max_examples: int | None = Field(None, ge=1)
     """Use only the first N corpus items (None: all); for quick runs and tests."""
     epochs: float = Field(8.0, gt=0)
-    """Passes over the corpus. Measured with ``python -m brushrl.policy.check`` (588 examples, 40
+    """Passes over the corpus. Measured with ``python -m brushrl.rollout.check`` (588 examples, 40
     samples at T=1): static gate pass 48% after 3 epochs, 72% after 8 (2.1 M tokens, 16 min on 2
     busy cores; about half that on a quiet machine)."""
     lr: float = Field(2e-3, gt=0)

@@ -34,38 +34,19 @@ from brushrl.artifacts.gallery import write_gallery
 from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, sample_row
 from brushrl.config import BrushRLConfig
 from brushrl.learner import GroupFilter, TrainSample
-from brushrl.metrics import PipelineMetrics, quantile
+from brushrl.orchestrator.metrics import PipelineMetrics
 from brushrl.orchestrator.async_loop import AsyncLoop, StepReport
 from brushrl.orchestrator.capacity import GroupLedger
 from brushrl.orchestrator.control import CONTROL_FILE, ControlError, ControlFile
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
-from brushrl.orchestrator.ray_setup import init_ray
 from brushrl.orchestrator.render_dispatch import AsyncRenderer
 from brushrl.orchestrator.stop import GracefulStop
 from brushrl.pool import ReferencePool
+from brushrl.prompts import resolve_system_prompt
+from brushrl.ray_setup import init_ray
+from brushrl.stats import quantile
 from brushrl.types import Group
-
-
-def system_prompt_for(cfg: BrushRLConfig) -> str:
-    """The system prompt: the configured text, or the built-in whitelist + skeleton prompt."""
-    from brushrl.prompts import build_system_prompt
-
-    return cfg.prompts.system_prompt or build_system_prompt(cfg.gate.whitelist, cfg.render.canvas_size)
-
-
-def warm_start_policy(cfg: BrushRLConfig, system_prompt: str) -> BrushRLConfig:
-    """For ``policy.model: tiny``: build (or reuse from cache) the SFT warm-started tiny policy and
-    return a config whose ``policy.model`` is its local path. Other models are returned unchanged."""
-    if cfg.policy.model != "tiny":
-        return cfg
-    from brushrl.corpus import build_corpus
-    from brushrl.policy import warm_start
-
-    items = build_corpus(cfg.policy.sft.variations, seed=cfg.run.seed)[: cfg.policy.sft.max_examples]
-    corpus = [(item.subject, item.code) for item in items]
-    path = warm_start(cfg.policy, corpus, system_prompt, cfg.prompts.template)
-    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"model": str(path)})})
 
 
 class ActorLearnerSide:
@@ -179,12 +160,13 @@ class Trainer:
         """Warm start, start the actors and run the loop. The render pool and the actors are kept in
         ``self._render_pool`` / ``self._actors`` as soon as they exist, for :meth:`run` to stop."""
         from brushrl.learner import make_learner_actor
+        from brushrl.policy import warm_start_policy  # torch + transformers: only when a run starts
         from brushrl.render.pool import RenderPool
         from brushrl.reward.actor import make_scorer_actors
         from brushrl.rollout import make_rollout_actor
 
         cfg = self.cfg
-        system_prompt = system_prompt_for(cfg)
+        system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
         self._say(f"[brushrl] run directory {self.run_dir.root}")
         t0 = time.perf_counter()
         cfg = warm_start_policy(cfg, system_prompt)
