@@ -405,13 +405,20 @@ def pool():
 
 def test_pool_renders_jobs_in_order_across_actors(pool):
     colours = ["#ff0000", "#00ff00", "#0000ff", "#ffff00"]
+    progress: list[tuple[int, int]] = []
+    pool.on_progress = lambda waiting, rendering: progress.append((waiting, rendering))
     t = time.monotonic()
-    results = pool.render_many([(background_sketch(c), i) for i, c in enumerate(colours)])
+    try:
+        results = pool.render_many([(background_sketch(c), i) for i, c in enumerate(colours)])
+    finally:
+        pool.on_progress = None
     print(f"\npool: 4 blank jobs on 2 actors in {time.monotonic() - t:.2f} s")
     for res, c in zip(results, colours):
         ok(res)
         assert rgb_at_centre(res.png) == tuple(int(c[i : i + 2], 16) for i in (1, 3, 5))
     assert {r.actor_id for r in results} == {p["actor_id"] for p in pool.ping()}
+    # telemetry: one page per actor, so two jobs wait while two render; all done at the end
+    assert max(w for w, _ in progress) == 2 and max(r for _, r in progress) == 2 and progress[-1] == (0, 0)
 
 
 def test_pool_retries_a_job_whose_actor_died(pool):

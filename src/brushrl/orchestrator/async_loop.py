@@ -1,7 +1,7 @@
 """The asynchronous GRPO loop: producers and the learner run concurrently on one asyncio event loop.
 
 Every admitted group is an asyncio task that awaits Ray actor calls (rollout -> gate -> render ->
-score, ``GroupProducer.produce_group``); the learner coroutine awaits the learner actor's step and
+score, ``GroupProducer.produce``); the learner coroutine awaits the learner actor's step and
 the weight sync while those tasks keep running. Nothing here blocks the event loop: stage work
 happens in Ray actors, the driver only awaits ``ObjectRef``s.
 

@@ -40,7 +40,6 @@ from brushrl.orchestrator.capacity import GroupLedger
 from brushrl.orchestrator.control import CONTROL_FILE, ControlError, ControlFile
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.producer import GroupProducer
-from brushrl.orchestrator.render_dispatch import AsyncRenderer
 from brushrl.orchestrator.stop import GracefulStop
 from brushrl.pool import ReferencePool
 from brushrl.prompts import resolve_system_prompt
@@ -181,7 +180,7 @@ class Trainer:
         self._actors.append(rollout)
         scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
         self._actors.extend(scorers.values())
-        producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
+        producer = GroupProducer(cfg, rollout, render_pool, scorers, random.Random(cfg.run.seed))
         ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
         first_step = 1
         if self.checkpoint is not None:
@@ -221,7 +220,6 @@ class Trainer:
     async def _loop(self, producer: GroupProducer, render_pool, side: ActorLearnerSide, learner,
                     ledger: GroupLedger, first_step: int) -> None:
         cfg = self.cfg
-        renderer = AsyncRenderer(render_pool.actors, cfg.render.pages_per_actor)
         loop: AsyncLoop
 
         def checkpoint(step: int):
@@ -238,7 +236,7 @@ class Trainer:
             ledger,
             GroupFilter.from_config(cfg.learner),
             producer.ticket,
-            lambda ticket, step: producer.produce_group(ticket, step, renderer),
+            producer.produce,
             side,
             version=self.policy_version,
             checkpoint=checkpoint,
@@ -246,12 +244,10 @@ class Trainer:
         control = ControlFile(self.run_dir.root / CONTROL_FILE)
 
         async def on_step(report: StepReport) -> None:
-            self.metrics.render_queue(renderer.waiting, 0)
             self.metrics.groups_in_flight(report.ledger.get("running", 0))
             self.metrics.renderers.set(len(render_pool.actors))
             await asyncio.to_thread(self._write_step, report, render_pool)
-            if await asyncio.to_thread(self._apply_control, control, render_pool):
-                renderer.sync_actors(render_pool.actors)
+            if self._apply_control(control, render_pool):  # in the loop's thread, as RenderPool asks
                 self.metrics.renderers.set(len(render_pool.actors))
 
         await loop.run(first_step, cfg.run.steps, on_step)
