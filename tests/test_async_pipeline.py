@@ -20,10 +20,10 @@ import ray
 
 from brushrl.config import load_config
 from brushrl.learner import GroupFilter, make_learner_actor
-from brushrl.orchestrator.async_loop import AsyncLoop
+from brushrl.orchestrator.actors import ActorLearnerSide
 from brushrl.orchestrator.capacity import GroupLedger
+from brushrl.orchestrator.loop import GRPOLoop
 from brushrl.orchestrator.producer import GroupProducer
-from brushrl.orchestrator.trainer import ActorLearnerSide
 from brushrl.render.pool import RenderPool, RendererWorker
 from brushrl.reward.actor import PoolScorerActor
 from brushrl.types import Completion
@@ -107,8 +107,8 @@ def test_ledger_invariant_holds_with_injected_failures(local_ray):
     reports = []
 
     async def main():
-        loop = AsyncLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket, producer.produce,
-                         ActorLearnerSide(learner, rollout, sync_timeout_s=120), checkpoint=None)
+        loop = GRPOLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket, producer.produce,
+                        ActorLearnerSide(learner, rollout, sync_timeout_s=120), checkpoint=None)
         await loop.run(1, 3, reports.append)
 
     asyncio.run(main())

@@ -28,7 +28,7 @@ from brushrl.types import Completion, GateVerdict, Group, RenderResult, Sample
 
 
 @dataclass
-class StepCounts:
+class GroupCounts:
     """Outcome counts and stage seconds of one group (``GroupProducer.produce``; published as Ray metrics)."""
 
     outcome: Counter = field(default_factory=Counter)
@@ -92,7 +92,7 @@ class GroupProducer:
         self.next_group_id += 1
         return ticket
 
-    async def produce(self, ticket: Ticket, step: int) -> tuple[Group, StepCounts]:
+    async def produce(self, ticket: Ticket, step: int) -> tuple[Group, GroupCounts]:
         """The pipeline for one group.
 
         Args:
@@ -106,7 +106,7 @@ class GroupProducer:
             Whatever the rollout actor raised (``ray.exceptions.RayError``): the group failed.
             Render and scorer failures do not raise; they give None rewards.
         """
-        cfg, counts = self.cfg, StepCounts()
+        cfg, counts = self.cfg, GroupCounts()
         t0 = time.perf_counter()
         (members,) = await self.rollout.generate.remote([ticket.prompt], cfg.rollout.group_size)
         counts.gen_s = time.perf_counter() - t0
@@ -133,7 +133,7 @@ class GroupProducer:
         return Group(ticket.group_id, ticket.prompt, ticket.seed, samples)
 
     @staticmethod
-    def _count_static(group: Group, counts: StepCounts) -> list[Sample]:
+    def _count_static(group: Group, counts: GroupCounts) -> list[Sample]:
         """Count static-gate failures; return the samples to render."""
         for s in group.samples:
             if not s.gate.passed:
@@ -142,11 +142,11 @@ class GroupProducer:
         return [s for s in group.samples if s.gate.passed]
 
     @staticmethod
-    def _check(group: Group, counts: StepCounts) -> None:
+    def _check(group: Group, counts: GroupCounts) -> None:
         total = len(group.samples)
         assert total == sum(counts.outcome.values()), f"sample accounting broken: {total} vs {counts.outcome}"
 
-    def _apply_renders(self, todo: list[Sample], results: list[RenderResult], counts: StepCounts) -> None:
+    def _apply_renders(self, todo: list[Sample], results: list[RenderResult], counts: GroupCounts) -> None:
         for s, r in zip(todo, results):
             s.render = r
             counts.render[r.status] += 1
@@ -162,7 +162,7 @@ class GroupProducer:
             if not s.gate.passed:
                 counts.outcome["runtime_fail"] += 1
 
-    def _score(self, group: Group, counts: StepCounts) -> None:
+    def _score(self, group: Group, counts: GroupCounts) -> None:
         """Score the samples that passed the runtime gate with every scorer (``ScorerSet``: concurrent,
         a failure or timeout gives None for that component, counted by cause) and combine."""
         cfg = self.cfg.reward
@@ -188,7 +188,7 @@ class GroupProducer:
             counts.outcome["scored"] += 1
             self._finish(s, s.gate, ",".join(weighted) or None)
 
-    def _finish_rest(self, group: Group, counts: StepCounts) -> None:
+    def _finish_rest(self, group: Group, counts: GroupCounts) -> None:
         """Rewards of the samples that were not scored (gate failures, render infra); None counts."""
         for s in group.samples:
             if not s.gate.passed:
