@@ -1,6 +1,6 @@
 """Asynchronous GRPO: the group ledger and capacity rule, and the async loop's scheduling.
 
-The loop tests drive :class:`AsyncLoop` with a producer and a learner whose timing the test
+The loop tests drive :class:`GRPOLoop` with a producer and a learner whose timing the test
 controls (asyncio sleeps), so that staleness, drops and ordering are exact; the producer builds
 real pipeline records and the learner side follows the ``LearnerSide`` protocol. The Ray pipeline
 with injected failures is in ``tests/test_async_pipeline.py``.
@@ -13,9 +13,9 @@ import asyncio
 import pytest
 
 from brushrl.learner import GroupFilter
-from brushrl.orchestrator.async_loop import AsyncLoop
+from brushrl.orchestrator.loop import GRPOLoop
 from brushrl.orchestrator.capacity import GroupLedger
-from brushrl.orchestrator.producer import StepCounts, Ticket
+from brushrl.orchestrator.producer import GroupCounts, Ticket
 from brushrl.types import Completion, GateVerdict, Group, Sample
 
 
@@ -108,7 +108,7 @@ def make_producer(engine: Engine, learner: TimedLearner | None = None, delays=No
     seconds (default 0.01; a callable: until it returns True for the engine), and scores ``rewards(group_id)`` (default: varied -> accepted)."""
     delays = delays or {}
 
-    async def produce(ticket: Ticket, step: int) -> tuple[Group, StepCounts]:
+    async def produce(ticket: Ticket, step: int) -> tuple[Group, GroupCounts]:
         version = engine.version
         engine.events.append(("gen", ticket.group_id, version, learner.busy if learner else False))
         delay = delays.get(ticket.group_id, 0.01)
@@ -124,7 +124,7 @@ def make_producer(engine: Engine, learner: TimedLearner | None = None, delays=No
         for r in values:
             c = Completion("p", "", [1], [2], [-0.5], policy_version=version)
             samples.append(Sample(c, "", ticket.seed, ticket.group_id, step, GateVerdict("pass"), reward=r))
-        counts = StepCounts()
+        counts = GroupCounts()
         counts.outcome["scored"] += len(values)
         return Group(ticket.group_id, "p", ticket.seed, samples), counts
 
@@ -136,7 +136,7 @@ def make_draw():
     return lambda: Ticket(next(ids), "p", 0)
 
 
-def run_loop(loop: AsyncLoop, steps: int) -> list:
+def run_loop(loop: GRPOLoop, steps: int) -> list:
     reports = []
     asyncio.run(loop.run(1, steps, reports.append))
     return reports
@@ -146,7 +146,7 @@ def test_staleness_zero_is_synchronous_grpo():
     engine = Engine()
     learner = TimedLearner(engine, learn_s=0.03)
     ledger = GroupLedger(groups_per_step=2, max_staleness=0)
-    loop = AsyncLoop(ledger, GroupFilter(), make_draw(), make_producer(engine, learner), learner)
+    loop = GRPOLoop(ledger, GroupFilter(), make_draw(), make_producer(engine, learner), learner)
     reports = run_loop(loop, 4)
     # Each batch is sampled entirely by the version it trains; nothing is generated while the learner
     # steps; the next batch is admitted only after the weight sync.
@@ -163,7 +163,7 @@ def test_staleness_one_overlaps_generation_with_learning_and_bounds_lag():
     engine = Engine()
     learner = TimedLearner(engine, learn_s=0.05)
     ledger = GroupLedger(groups_per_step=2, max_staleness=1)
-    loop = AsyncLoop(ledger, GroupFilter(), make_draw(), make_producer(engine, learner), learner)
+    loop = GRPOLoop(ledger, GroupFilter(), make_draw(), make_producer(engine, learner), learner)
     reports = run_loop(loop, 5)
     gens = [e for e in engine.events if e[0] == "gen"]
     assert any(busy for *_, busy in gens), "no group was generated while the learner stepped"
@@ -178,7 +178,7 @@ def test_a_slow_group_beyond_max_staleness_is_dropped_and_counted():
     ledger = GroupLedger(groups_per_step=1, max_staleness=1)
     # Group 0 is sampled at version 0 and finishes only once the learner is at version 3.
     slow = make_producer(engine, learner, delays={0: lambda e: e.version >= 3})
-    loop = AsyncLoop(ledger, GroupFilter(), make_draw(), slow, learner)
+    loop = GRPOLoop(ledger, GroupFilter(), make_draw(), slow, learner)
     reports = run_loop(loop, 6)
     ended = {e.ticket.group_id: e for r in reports for e in r.ended}
     assert ended[0].status == "stale" and ended[0].generated_by == 0
@@ -196,7 +196,7 @@ def test_failures_and_filters_release_capacity_and_the_invariant_holds():
 
     ledger = GroupLedger(groups_per_step=2, max_staleness=1)
     produce = make_producer(engine, learner, rewards=rewards, fail={2, 3})
-    loop = AsyncLoop(ledger, GroupFilter(min_valid=2, tol=1e-6), make_draw(), produce, learner)
+    loop = GRPOLoop(ledger, GroupFilter(min_valid=2, tol=1e-6), make_draw(), produce, learner)
     reports = run_loop(loop, 3)
     statuses = {e.ticket.group_id: e.status for r in reports for e in r.ended}
     assert statuses[0] == "zero_variance" and statuses[1] == "too_few_valid"
@@ -212,7 +212,7 @@ def test_a_step_goes_ahead_short_when_every_group_is_rejected():
     learner = TimedLearner(engine)
     ledger = GroupLedger(groups_per_step=1, max_staleness=0)
     produce = make_producer(engine, learner, rewards=lambda gid: [0.5, 0.5])  # always zero variance
-    loop = AsyncLoop(ledger, GroupFilter(), make_draw(), produce, learner)
+    loop = GRPOLoop(ledger, GroupFilter(), make_draw(), produce, learner)
     reports = run_loop(loop, 2)
     assert [r.trained for r in reports] == [[], []] and learner.trained == []
     assert [r.version_after for r in reports] == [0, 0]  # skipped: no optimizer step, no new version

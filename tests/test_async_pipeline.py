@@ -1,6 +1,6 @@
 """The asynchronous loop on the Ray pipeline with injected failures.
 
-Real parts: local Ray, the GroupProducer's coroutine path, a headless-Chromium renderer actor, the
+Real parts: local Ray, the GroupProducer, the render pool with a headless-Chromium renderer actor, the
 pool scorer, the tiny-transformer GRPO learner actor and the actor weight sync. Injected: a rollout
 actor whose first call dies and that replays fixed replies (the policy is not what is tested), a
 renderer that fails on marked sketches (infrastructure failure -> None), and a scorer whose first
@@ -20,16 +20,14 @@ import ray
 
 from brushrl.config import load_config
 from brushrl.learner import GroupFilter, make_learner_actor
-from brushrl.orchestrator.async_loop import AsyncLoop
+from brushrl.orchestrator.actors import ActorLearnerSide
 from brushrl.orchestrator.capacity import GroupLedger
+from brushrl.orchestrator.loop import GRPOLoop
 from brushrl.orchestrator.producer import GroupProducer
-from brushrl.orchestrator.render_dispatch import AsyncRenderer
-from brushrl.orchestrator.trainer import ActorLearnerSide
-from brushrl.pool import ReferencePool
-from brushrl.render.pool import RendererWorker
+from brushrl.render.pool import RenderPool, RendererWorker
 from brushrl.reward.actor import PoolScorerActor
 from brushrl.types import Completion
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "tests/fixtures/gate/pass_skeleton.js").read_text()
@@ -104,16 +102,13 @@ def test_ledger_invariant_holds_with_injected_failures(local_ray):
     renderer_actor = ray.remote(FlakyRenderer).options(num_cpus=0.5).remote(cfg.render)
     scorer = ray.remote(NoneOnceScorer).options(num_cpus=0.25).remote(cfg.reward.pool)
     learner = make_learner_actor(cfg, total_steps=3, policy_loader=_loader)
-    pool = ReferencePool(cfg.reward.pool.path)
-    producer = GroupProducer(cfg, rollout, None, scorer, pool, random.Random(0))
+    producer = GroupProducer(cfg, rollout, RenderPool(cfg.render, actors=[renderer_actor]), scorer, random.Random(0))
     ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
     reports = []
 
     async def main():
-        renderer = AsyncRenderer([renderer_actor])
-        loop = AsyncLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket,
-                         lambda t, step: producer.produce_group(t, step, renderer),
-                         ActorLearnerSide(learner, rollout, sync_timeout_s=120), checkpoint=None)
+        loop = GRPOLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket, producer.produce,
+                        ActorLearnerSide(learner, rollout, sync_timeout_s=120), checkpoint=None)
         await loop.run(1, 3, reports.append)
 
     asyncio.run(main())

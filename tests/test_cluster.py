@@ -8,7 +8,7 @@
 * Semantic checks (three node kinds, the renderer resource on CPU-only nodes, GPUs on the GPU
   kinds, an in-memory ``/dev/shm`` larger than the object store, the job upload's excludes), each
   shown to fire on a broken copy.
-* ``cluster/grafana/brushrl.json``: every PromQL metric is one ``brushrl.metrics`` emits, and every
+* ``cluster/grafana/brushrl.json``: every PromQL metric is one ``brushrl.orchestrator.metrics`` emits, and every
   emitted metric has a panel.
 """
 
@@ -480,7 +480,7 @@ def emitted_metrics(monkeypatch) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Prometheus name -> (kind, tag keys) of every metric ``PipelineMetrics`` creates, recorded by
     replacing ``ray.util.metrics`` classes (no Ray cluster needed). Ray exports ``<name>`` as
     ``ray_<name>``; a counter named ``x_total`` stays ``ray_x_total`` (checked on Ray 2.60.0)."""
-    import brushrl.metrics as bm
+    import brushrl.orchestrator.metrics as bm
 
     created: dict[str, tuple[str, tuple[str, ...]]] = {}
 

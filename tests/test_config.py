@@ -117,3 +117,25 @@ def test_old_resolved_config_with_default_placement_still_loads(tmp_path):
     assert "resources" not in cfg.render.model_dump() and "num_gpus" not in cfg.learner.model_dump()
     with pytest.raises(ConfigError, match="render.resources: moved to resources.renderer.resources"):
         parse_config({**data, "render": {**data["render"], "resources": {"renderer": 2}}})
+
+
+def test_canvas_size_other_than_the_corpus_is_refused_for_the_tiny_policy():
+    """The tiny policy is warm-started on the corpus, drawn at 600 px with absolute coordinates: at
+    any other size none of its sketches would pass the gate, so the config says so up front."""
+    from brushrl.config import CORPUS_CANVAS_SIZE
+    from brushrl.corpus import build_corpus
+
+    assert all(f"createCanvas({CORPUS_CANVAS_SIZE}, {CORPUS_CANVAS_SIZE}, WEBGL)" in item.code
+               for item in build_corpus(1, seed=0))
+    with pytest.raises(ConfigError, match="render.canvas_size 512: the tiny policy"):
+        parse_config({"render": {"canvas_size": 512}})
+    parse_config({"render": {"canvas_size": 512}, "policy": {"model": "Qwen/Qwen3-0.6B"}})  # its own prompt + gate
+    assert parse_config({}).render.canvas_size == CORPUS_CANVAS_SIZE
+
+
+def test_cli_fails_loudly_when_a_command_module_cannot_be_imported(monkeypatch):
+    import brushrl.cli as cli
+
+    monkeypatch.setattr(cli, "_COMMAND_MODULES", (*cli._COMMAND_MODULES, "brushrl.no_such_stage.cli"))
+    with pytest.raises(ImportError, match="brushrl.no_such_stage.cli cannot be imported"):
+        cli.build_parser()

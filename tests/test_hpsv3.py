@@ -110,7 +110,7 @@ def test_actor_scores_in_its_own_env_through_the_real_inferencer(tiny_checkpoint
                       checkpoint_path=str(tiny_checkpoint / "hpsv3_tiny.safetensors"), device="cpu",
                       num_gpus=0, num_cpus=1, batch_size=2)
     from brushrl.config import RayConfig
-    from brushrl.orchestrator.ray_setup import init_ray
+    from brushrl.ray_setup import init_ray
 
     init_ray(RayConfig(num_cpus=2))
     try:

@@ -34,7 +34,7 @@ from brushrl.learner import (
 )
 from brushrl.learner.grpo import GRPOLearner
 from brushrl.types import Completion, GateVerdict, Sample
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 torch.set_num_threads(1)
 

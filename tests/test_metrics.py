@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from brushrl.metrics import PipelineMetrics, quantile
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.orchestrator.metrics import PipelineMetrics
+from brushrl.stats import quantile
+from brushrl.ray_setup import start_local_ray
 from test_cluster import emitted_metrics
 from conftest import free_port
 
@@ -36,7 +37,7 @@ def test_documented_metrics_are_the_emitted_ones(monkeypatch):
 
 def test_ledger_states_are_the_ledger_counts():
     """``metrics.LEDGER_STATES`` is the group ledger's own definition, and names its group counts."""
-    import brushrl.metrics as bm
+    import brushrl.orchestrator.metrics as bm
     from brushrl.orchestrator import capacity
     from brushrl.orchestrator.capacity import GroupLedger
 

@@ -12,7 +12,7 @@ from brushrl.cli import main
 from brushrl.config import ConfigError, load_config
 from brushrl.plan.resources import build_plan, ray_options
 from brushrl.plan.timing import estimate_run, estimates_from_run, step_seconds
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("local", "h200", "cluster")

@@ -213,8 +213,8 @@ def test_load_policy_missing_path_raises(tmp_path):
 
 # ---------------------------------------------------------------- measuring tool
 def test_check_tool_runs_end_to_end(tmp_path, capsys):
-    """``python -m brushrl.policy.check`` on the real corpus, a 1-layer model and two short samples."""
-    from brushrl.policy.check import main
+    """``python -m brushrl.rollout.check`` on the real corpus, a 1-layer model and two short samples."""
+    from brushrl.rollout.check import main
 
     summary = main([
         "--groups", "1", "--n", "2", "--threads", "1", "--set",

@@ -4,6 +4,7 @@ failures give None and are excluded from the group's statistics."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from pathlib import Path
@@ -14,11 +15,10 @@ import ray
 from brushrl.config import load_config
 from brushrl.learner import filter_group, group_advantages
 from brushrl.orchestrator.producer import GroupProducer
-from brushrl.pool import ReferencePool
 from brushrl.render.pool import RenderPool
 from brushrl.reward.actor import PoolScorerActor, make_scorer_actor
 from brushrl.types import Completion
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "tests/fixtures/gate/pass_skeleton.js")
@@ -73,16 +73,15 @@ def parts(local_ray):
     pool.shutdown()
 
 
-def _produce(cfg, render_pool, kinds, scorer):
+def _produce(cfg, render_pool, kinds, scorer, seed=0):
     rollout = ray.remote(ReplayRollout).remote(kinds)
-    producer = GroupProducer(cfg, rollout, render_pool, scorer, ReferencePool(cfg.reward.pool.path), random.Random(0))
-    return producer.produce(step=1, n=1)
+    producer = GroupProducer(cfg, rollout, render_pool, scorer, random.Random(seed))
+    return asyncio.run(producer.produce(producer.ticket(), step=1))
 
 
 def test_sketch_faults_score_zero_and_a_good_sketch_scores(parts):
     cfg, render_pool = parts
-    groups, counts = _produce(cfg, render_pool, ["good", "syntax", "text", "blank"], make_scorer_actor(cfg.reward.pool))
-    (group,) = groups
+    group, counts = _produce(cfg, render_pool, ["good", "syntax", "text", "blank"], make_scorer_actor(cfg.reward.pool))
     by_kind = dict(zip(["good", "syntax", "text", "blank"], group.samples))
     assert by_kind["syntax"].gate.verdict == "syntax_error" and by_kind["syntax"].reward == 0.0
     assert by_kind["text"].gate.verdict == "text_label" and by_kind["text"].reward == 0.0
@@ -98,8 +97,7 @@ def test_scorer_timeout_is_none_and_excluded_from_group_statistics(parts):
     cfg, render_pool = parts
     cfg = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"scorer_timeout_s": 5.0})})
     slow = ray.remote(SlowScorer).remote(cfg.reward.pool)
-    groups, counts = _produce(cfg, render_pool, ["good", "syntax"], slow)
-    (group,) = groups
+    group, counts = _produce(cfg, render_pool, ["good", "syntax"], slow)
     rewards = [s.reward for s in group.samples]
     assert rewards[0] is None and rewards[2] is None, "scorer timeout must give None, not 0"
     assert group.samples[0].none_cause == "pool_similarity:scorer_timeout"
@@ -110,3 +108,20 @@ def test_scorer_timeout_is_none_and_excluded_from_group_statistics(parts):
     advantages = group_advantages(rewards, "none", 1e-6)
     assert advantages[0] is None and advantages[2] is None
     ray.kill(slow)
+
+
+def test_repeated_completions_of_a_group_are_rendered_once(parts):
+    """GRPO groups repeat completions (same sketch, same group seed): the render path renders the
+    sketch once and answers the repeats from it (render cache), which the step's
+    ``render/cache_hit_rate`` counts."""
+    cfg, render_pool = parts
+    before = render_pool.cache.stats()
+    # another ticket seed than the other tests': their renders of "good" are in the cache too
+    group, counts = _produce(cfg, render_pool, ["good", "good", "good", "syntax"], make_scorer_actor(cfg.reward.pool),
+                             seed=7)
+    renders = [s.render for s in group.samples if s.render is not None]
+    assert [r.cache_hit for r in renders] == [False, True, True]
+    assert len(counts.render_s) == 1 and counts.render["ok"] == 3  # one render ran, three answers
+    assert len({s.reward for s in group.samples[:3]}) == 1 and group.samples[0].reward > 0
+    after = render_pool.cache.stats()
+    assert after["hits"] - before["hits"] == 2 and after["misses"] - before["misses"] == 1

@@ -72,7 +72,7 @@ class LocalHead:
     """
 
     #: Starts tried: on a loaded machine Ray 2.60's raylet aborts when the dashboard agent is slow
-    #: to write its port files (see ``brushrl.orchestrator.ray_setup``), and ``ray start`` exits.
+    #: to write its port files (see ``brushrl.ray_setup``), and ``ray start`` exits.
     ATTEMPTS = 5
 
     def __init__(self, keep: Path) -> None:
@@ -271,7 +271,7 @@ def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
     add_train_arguments(parser)
     trainer = Trainer(config_from_args(parser.parse_args(["--resume", str(run)])), resume=True)
     assert trainer.checkpoint == run / "checkpoints" / f"step_{last_checkpoint:04d}"
-    assert trainer.state["step"] == last_checkpoint
+    assert trainer.state.step == last_checkpoint
     kept = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert kept == list(range(1, last_checkpoint + 1))
 

@@ -24,7 +24,7 @@ from brushrl.config import RenderConfig
 from brushrl.render import Renderer, find_js_dir, paint_fraction
 from brushrl.render.bench import HEAVY, SKELETON, pixel_diff
 from brushrl.render.pool import RenderPool
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 SIZE = 600
 
@@ -366,12 +366,28 @@ def test_cli_renders_and_prints_one_json_object(tmp_path):
     record = json.loads(proc.stdout)
     assert record["verdict"] == "pass" and record["png"] == str(out) and record["paint_fraction"] > 0.02
     assert record["brush_calls"]["vertex"] == 4 and record["cpu_s"] > 0 and record["actor_id"] == "local"
+    assert record["static_gate"] == "pass" and record["stage"] == "runtime"
     assert Image.open(out).size == (SIZE, SIZE)
+    # The static gate rejects nope() (disallowed_global): --no-gate renders it anyway and says so.
     sketch.write_text("function setup() { createCanvas(600, 600, WEBGL); nope(); }")
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([*cmd, "--no-gate"], check=False, capture_output=True, text=True, timeout=120)
     record = json.loads(proc.stdout)
     assert proc.returncode == 1 and record["verdict"] == "render_error" and record["png"] is None
-    assert "nope is not defined" in record["js_errors"][0]
+    assert "nope is not defined" in record["js_errors"][0] and record["static_gate"] == "skipped (--no-gate)"
+
+
+def test_cli_gives_the_pipelines_verdict_on_a_sketch_the_static_gate_rejects(tmp_path):
+    """A sketch that calls fetch is external_access, as in training (and `brushrl gate`): not rendered."""
+    sketch = Path(__file__).parent / "fixtures" / "gate" / "ext_fetch.js"
+    cmd = [sys.executable, "-m", "brushrl.cli", "render", str(sketch)]
+    proc = subprocess.run([*cmd, "--json"], check=False, capture_output=True, text=True, timeout=120)
+    record = json.loads(proc.stdout)
+    assert proc.returncode == 1 and record["verdict"] == "external_access" and record["stage"] == "static"
+    assert "fetch" in record["gate_detail"] and record["status"] is None and record["png"] is None
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stdout.startswith("external_access (static gate): not rendered")
+    proc = subprocess.run([*cmd, "--no-gate"], check=False, capture_output=True, text=True, timeout=120)
+    assert "static gate skipped: --no-gate" in proc.stdout and "not rendered" not in proc.stdout
 
 
 # ---------------------------------------------------------------------------------------- pool
@@ -389,13 +405,20 @@ def pool():
 
 def test_pool_renders_jobs_in_order_across_actors(pool):
     colours = ["#ff0000", "#00ff00", "#0000ff", "#ffff00"]
+    progress: list[tuple[int, int]] = []
+    pool.on_progress = lambda waiting, rendering: progress.append((waiting, rendering))
     t = time.monotonic()
-    results = pool.render_many([(background_sketch(c), i) for i, c in enumerate(colours)])
+    try:
+        results = pool.render_many([(background_sketch(c), i) for i, c in enumerate(colours)])
+    finally:
+        pool.on_progress = None
     print(f"\npool: 4 blank jobs on 2 actors in {time.monotonic() - t:.2f} s")
     for res, c in zip(results, colours):
         ok(res)
         assert rgb_at_centre(res.png) == tuple(int(c[i : i + 2], 16) for i in (1, 3, 5))
     assert {r.actor_id for r in results} == {p["actor_id"] for p in pool.ping()}
+    # telemetry: one page per actor, so two jobs wait while two render; all done at the end
+    assert max(w for w, _ in progress) == 2 and max(r for _, r in progress) == 2 and progress[-1] == (0, 0)
 
 
 def test_pool_retries_a_job_whose_actor_died(pool):

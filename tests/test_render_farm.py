@@ -12,7 +12,7 @@ import ray
 
 from brushrl.config import ActorPlacement, RenderConfig
 from brushrl.render.pool import RenderPool
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 
 def test_actor_with_two_pages_renders_two_at_once_and_custom_resource_is_requested():

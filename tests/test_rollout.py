@@ -10,7 +10,7 @@ from peft import get_peft_model_state_dict
 from safetensors.torch import save_file
 
 from brushrl.config import BrushRLConfig, LoraConfig, PolicyConfig, RayConfig, RolloutConfig
-from brushrl.orchestrator.ray_setup import init_ray
+from brushrl.ray_setup import init_ray
 from brushrl.policy import warm_start
 from brushrl.rollout import RolloutEngine, TransformersEngine, make_rollout_actor
 from test_policy import SYSTEM, TEMPLATE, standin_corpus, tiny_policy_cfg

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import time
-from pathlib import Path
 
 import pytest
 import ray
@@ -14,9 +13,7 @@ from brushrl.cli import main
 from brushrl.config import ActorPlacement, RenderConfig
 from brushrl.orchestrator.control import ControlError, ControlFile, write_control
 from brushrl.render.bench import SKELETON
-from brushrl.orchestrator.ray_setup import start_local_ray
-
-ROOT = Path(__file__).resolve().parents[1]
+from brushrl.ray_setup import start_local_ray
 
 
 def test_control_file_round_trip(tmp_path):
@@ -62,8 +59,7 @@ def local_ray():
 
 @pytest.mark.slow
 def test_pool_grows_and_shrinks_without_waiting_on_pending_renderers(local_ray, tmp_path):
-    from brushrl.config import load_config
-    from brushrl.orchestrator.trainer import Trainer
+    from brushrl.orchestrator.control import apply_control
     from brushrl.render.pool import RenderPool
 
     cfg = RenderConfig(num_actors=1, num_cpus=0.5, deadline_s=120, attempts=1)
@@ -91,13 +87,16 @@ def test_pool_grows_and_shrinks_without_waiting_on_pending_renderers(local_ray, 
             pool.resize(0)
         # The trainer applies control.yaml between steps; a bad file is reported, not fatal.
         log = io.StringIO()
-        trainer = Trainer(load_config(ROOT / "configs/local.yaml", {"run.output_dir": str(tmp_path), "run.name": "s"}), log)
-        control = ControlFile(trainer.run_dir.root / "control.yaml")
-        assert main(["scale", str(trainer.run_dir.root), "--renderers", "2"]) == 0
-        trainer._apply_control(control, pool)
+        run = tmp_path / "s"
+        run.mkdir()
+        (run / "config.yaml").write_text("run: {}\n")
+        control = ControlFile(run / "control.yaml")
+        say = lambda line: print(line, file=log)  # noqa: E731
+        assert main(["scale", str(run), "--renderers", "2"]) == 0
+        assert apply_control(control, pool, say)
         assert pool.size == 2 and "renderers: 1 -> 2" in log.getvalue()
-        (trainer.run_dir.root / "control.yaml").write_text("render: {num_actors: many}\n")
-        trainer._apply_control(control, pool)
+        (run / "control.yaml").write_text("render: {num_actors: many}\n")
+        assert not apply_control(control, pool, say)
         assert pool.size == 2 and "ignoring control.yaml" in log.getvalue()
     finally:
         pool.shutdown()

@@ -17,7 +17,7 @@ from brushrl.reward.actor import JudgeActor, PoolScorerActor
 from brushrl.reward.base import ScoreOut
 from brushrl.reward.scorers import ScorerSet
 from brushrl.config import PoolScorerConfig
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,11 +23,11 @@ import ray
 from brushrl.config import load_config
 from brushrl.learner.grpo import GRPOLearner
 from brushrl.learner.samples import TrainSample
-from brushrl.orchestrator.trainer import system_prompt_for, warm_start_policy
-from brushrl.policy import load_policy
+from brushrl.policy import load_policy, warm_start_policy
+from brushrl.prompts import resolve_system_prompt
 from brushrl.prompts import chat_messages
 from brushrl.rollout import make_rollout_actor
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 from test_train import ROOT, small_overrides
 
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
@@ -61,7 +61,7 @@ def setup(tmp_path_factory):
     cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp) | {
         "rollout.backend": "vllm", "rollout.python": str(VLLM_PYTHON), "rollout.adapter_dir": str(tmp / "adapters"),
         "rollout.max_new_tokens": MAX_NEW_TOKENS, "rollout.num_cpus": 1})
-    system_prompt = system_prompt_for(cfg)
+    system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
     cfg = warm_start_policy(cfg, system_prompt)
     start_local_ray(num_cpus=2, object_store_memory=200 * 1024**2)
     t0 = time.perf_counter()

@@ -2,6 +2,8 @@
 
 Each stage package that has commands exposes ``register(subparsers)`` in its ``cli`` module; it adds
 its sub-command(s) with ``set_defaults(func=...)``, where ``func(args) -> int`` is the exit code.
+A module of ``_COMMAND_MODULES`` that cannot be imported is an error (``ImportError`` naming it),
+never a silently missing command.
 """
 
 from __future__ import annotations
@@ -36,10 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a stage still being built
-            if exc.name and exc.name.startswith("brushrl"):
-                continue
-            raise
+        except Exception as exc:  # a broken install must not look like a missing command
+            raise ImportError(f"brushrl: the commands of {name} cannot be imported ({type(exc).__name__}: {exc}); "
+                              "is the installation complete?") from exc
         module.register(sub)
     return parser
 

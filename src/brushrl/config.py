@@ -98,7 +98,7 @@ class SFTConfig(_Section):
     max_examples: int | None = Field(None, ge=1)
     """Use only the first N corpus items (None: all); for quick runs and tests."""
     epochs: float = Field(8.0, gt=0)
-    """Passes over the corpus. Measured with ``python -m brushrl.policy.check`` (588 examples, 40
+    """Passes over the corpus. Measured with ``python -m brushrl.rollout.check`` (588 examples, 40
     samples at T=1): static gate pass 48% after 3 epochs, 72% after 8 (2.1 M tokens, 16 min on 2
     busy cores; about half that on a quiet machine)."""
     lr: float = Field(2e-3, gt=0)
@@ -151,6 +151,11 @@ class RolloutConfig(_Section):
     """Logical CPUs the rollout actor reserves."""
 
 
+#: Canvas side, in pixels, of every sketch of brushrl's corpus (``brushrl.corpus``: the tiny
+#: policy's warm start and the starter pool); coordinates there are absolute, not scaled.
+CORPUS_CANVAS_SIZE = 600
+
+
 class RenderConfig(_Section):
     num_actors: int = Field(2, ge=1)
     """Renderer actors, each holding one headless Chromium."""
@@ -159,8 +164,10 @@ class RenderConfig(_Section):
     pages_per_actor: int = Field(1, ge=1, le=16)
     """Renders one actor runs at once (Ray ``max_concurrency``); each concurrent page gets its own
     Chromium in its own actor thread (Playwright's sync API is per thread)."""
-    canvas_size: int = Field(600, ge=64, le=4096)
-    """Square canvas side in pixels; a sketch must ask for exactly this size."""
+    canvas_size: int = Field(CORPUS_CANVAS_SIZE, ge=64, le=4096)
+    """Square canvas side in pixels; a sketch must ask for exactly this size (the system prompt and
+    the gate follow it). Only ``CORPUS_CANVAS_SIZE`` with ``policy.model: tiny`` (its warm-start corpus
+    is drawn at that size)."""
     deadline_s: float = Field(30.0, gt=0)
     """Wall-clock limit of one render attempt, seconds."""
     attempts: int = Field(2, ge=1)
@@ -622,6 +629,12 @@ class BrushRLConfig(_Section):
             )
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
+        if self.policy.model == "tiny" and self.render.canvas_size != CORPUS_CANVAS_SIZE:
+            raise ValueError(
+                f"render.canvas_size {self.render.canvas_size}: the tiny policy is warm-started on brushrl's "
+                f"corpus, drawn at {CORPUS_CANVAS_SIZE} px (brushrl.corpus), and would never pass the gate at "
+                f"another size; use {CORPUS_CANVAS_SIZE} or a pretrained policy.model"
+            )
         return self
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brushrl.metrics import quantile
+from brushrl.stats import quantile
 
 #: Steps averaged at each end of the run for the reward trend (the seeds' reproduction reported
 #: reward by thirds of 110 steps; a 20-step demo has room for fives).

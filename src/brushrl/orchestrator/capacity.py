@@ -21,7 +21,7 @@ group may be submitted at policy version ``v`` only while::
     (max_staleness + v + 1) * groups_per_step  >  accepted + forfeited + running
 
 ``forfeited`` counts the slots of learner steps that went ahead short (fewer than
-``groups_per_step`` accepted groups, see ``brushrl.orchestrator.async_loop``): a short step still
+``groups_per_step`` accepted groups, see ``brushrl.orchestrator.loop``): a short step still
 uses its whole batch of slots, so ``accepted + forfeited == v * groups_per_step + ready`` and the
 rule reads "at most ``(max_staleness + 1) * groups_per_step`` groups running or waiting". Every
 terminal path other than ``accepted`` frees its slot at once (SkyRL PR #1802: a filtered group that

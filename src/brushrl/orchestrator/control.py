@@ -5,10 +5,10 @@ Today one setting: the number of renderer actors::
     render:
       num_actors: 8
 
-``brushrl scale runs/X --renderers 8`` writes the file (atomically); the trainer reads it before each
-step and resizes its ``RenderPool`` without restarting. On a cluster, renderers that ask for a custom
-resource no node has left stay pending until the autoscaler adds a renderer node; the pool only sends
-work to renderers that have started. A file that cannot be read or holds a bad value is reported and
+``brushrl scale runs/X --renderers 8`` writes the file (atomically); the trainer reads it between
+steps (``apply_control``) and resizes its ``RenderPool`` without restarting. On a cluster, renderers
+that ask for a custom resource no node has left stay pending until the autoscaler adds a renderer
+node; the pool only sends work to renderers that have started. A file that cannot be read or holds a bad value is reported and
 ignored, and the run goes on.
 """
 
@@ -95,3 +95,19 @@ class ControlFile:
         except ValidationError as exc:
             fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ControlError(f"{self.path}: {fields}") from None
+
+
+def apply_control(control: ControlFile, render_pool, say) -> bool:
+    """Apply a changed ``control.yaml`` to ``render_pool`` (a ``RenderPool``; between steps, from the
+    thread that renders); a bad file is reported with ``say(line)`` and ignored. Returns whether the
+    pool changed size."""
+    try:
+        wanted = control.poll()
+    except ControlError as exc:
+        say(f"[brushrl] ignoring {CONTROL_FILE}: {exc}")
+        return False
+    if wanted is None or wanted.render is None or wanted.render.num_actors == render_pool.size:
+        return False
+    say(f"[brushrl] renderers: {render_pool.size} -> {wanted.render.num_actors} ({CONTROL_FILE})")
+    render_pool.resize(wanted.render.num_actors)
+    return True

@@ -2,7 +2,7 @@
 loader for real Hugging Face causal LMs."""
 
 from brushrl.policy.model import build_tiny_model, load_pretrained, load_policy
-from brushrl.policy.sft import warm_start, warm_start_default
+from brushrl.policy.sft import warm_start, warm_start_policy
 from brushrl.policy.tokenizer import train_tokenizer
 
 __all__ = [
@@ -11,5 +11,5 @@ __all__ = [
     "load_pretrained",
     "train_tokenizer",
     "warm_start",
-    "warm_start_default",
+    "warm_start_policy",
 ]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import torch
 from transformers import (
     AutoModelForCausalLM,
@@ -15,8 +13,6 @@ from transformers import (
 )
 
 from brushrl.config import PolicyConfig, TinyModelConfig
-
-log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -103,22 +99,18 @@ def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrained
 
 
 def load_policy(cfg: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The rollout/learner policy described by ``cfg``.
+    """The rollout/learner policy described by ``cfg``: ``load_pretrained(cfg.model, cfg.dtype)``.
 
-    ``cfg.model == "tiny"``: the warm-started tiny model from the SFT cache; the cache entry is
-    built (trained, minutes) when missing, using ``brushrl.corpus`` and ``brushrl.prompts``.
-    Anything else: ``load_pretrained(cfg.model, cfg.dtype)``.
+    ``policy.model: tiny`` names no weights yet: the run's warm start
+    (``brushrl.policy.warm_start_policy``) turns it into the cache folder first.
 
     Returns:
         ``(model, tokenizer)``, the model in eval mode.
 
     Raises:
-        OSError: a non-tiny model cannot be found.
+        ValueError: ``cfg.model`` is ``tiny`` (not warm-started).
+        OSError: the model cannot be found.
     """
-    if cfg.model != "tiny":
-        return load_pretrained(cfg.model, cfg.dtype)
-    from brushrl.policy.sft import warm_start_default
-
-    path = warm_start_default(cfg)
-    log.info("tiny policy from %s", path)
-    return load_pretrained(str(path), cfg.dtype)
+    if cfg.model == "tiny":
+        raise ValueError("policy.model 'tiny' must be warm-started first (brushrl.policy.warm_start_policy)")
+    return load_pretrained(cfg.model, cfg.dtype)

@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from transformers import PreTrainedTokenizerFast, get_cosine_schedule_with_warmup
 
-from brushrl.config import PolicyConfig
-from brushrl.corpus.build import as_reply
+from brushrl.config import BrushRLConfig, PolicyConfig
+from brushrl.corpus.build import as_reply, build_corpus
 from brushrl.policy.model import build_tiny_model
 from brushrl.policy.tokenizer import train_tokenizer
 from brushrl.prompts import chat_messages, user_prompt
@@ -300,19 +300,20 @@ def warm_start(
     return final
 
 
-def warm_start_default(
-    cfg: PolicyConfig, system_prompt: str | None = None, prompt_template: str | None = None, seed: int = 0
-) -> Path:
-    """``warm_start`` on brushrl's own corpus (``brushrl.corpus.build_corpus(cfg.sft.variations, seed)``)
-    with brushrl's built-in system prompt and the default prompt template unless given."""
-    from brushrl.config import PromptsConfig
-    from brushrl.corpus.build import build_corpus
-    from brushrl.prompts import SYSTEM_PROMPT
+def warm_start_policy(cfg: BrushRLConfig, system_prompt: str, threads: int | None = None) -> BrushRLConfig:
+    """The run's policy, warm-started when it is the tiny one: for ``policy.model: tiny`` build (or
+    reuse from the cache) :func:`warm_start` on brushrl's own corpus
+    (``build_corpus(policy.sft.variations, seed=run.seed)``, its first ``policy.sft.max_examples``)
+    with ``system_prompt`` and ``prompts.template``, and return a copy of ``cfg`` whose
+    ``policy.model`` is the cache folder. Any other model: ``cfg`` unchanged.
 
-    corpus = [(item.subject, item.code) for item in build_corpus(cfg.sft.variations, seed=seed)]
-    return warm_start(
-        cfg,
-        corpus,
-        SYSTEM_PROMPT if system_prompt is None else system_prompt,
-        PromptsConfig().template if prompt_template is None else prompt_template,
-    )
+    The one place a run's warm start is decided (``brushrl train``, ``brushrl pool build --policy``,
+    ``python -m brushrl.rollout.check``), so all of them train and load the same cache entry.
+    """
+    if cfg.policy.model != "tiny":
+        return cfg
+    sft = cfg.policy.sft
+    items = build_corpus(sft.variations, seed=cfg.run.seed)[: sft.max_examples]
+    path = warm_start(cfg.policy, [(item.subject, item.code) for item in items], system_prompt,
+                      cfg.prompts.template, threads=threads)
+    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"model": str(path)})})

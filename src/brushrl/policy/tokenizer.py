@@ -8,7 +8,7 @@ library. Two choices make it suit memorised p5.brush code:
   Earlier versions let BPE merge colours freely, cut them into digit pairs or into single hex
   digits; each time the pieces were the same strings as (parts of) numbers, and sampled sketches
   put numbers into colours and hex digits into coordinates, the commonest syntax errors at
-  temperature 1 (measured with ``python -m brushrl.policy.check``: 6 of 10 syntax errors and most
+  temperature 1 (measured with ``python -m brushrl.rollout.check``: 6 of 10 syntax errors and most
   unbalanced brackets in 24 samples came from broken colours with single-digit pieces). A colour
   token appears in training only where a colour belongs, so the model learns to put it nowhere
   else. The corpus keeps the number of distinct colours bounded (``brushrl.corpus.palettes``).

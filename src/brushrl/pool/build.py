@@ -364,11 +364,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=_run)
 
 
-def _policy_source(cfg: BrushRLConfig, adapter: str | None) -> PolicySource:
-    from brushrl.orchestrator.trainer import system_prompt_for, warm_start_policy
+def _policy_source(cfg: BrushRLConfig, system: str, adapter: str | None) -> PolicySource:
+    from brushrl.policy import warm_start_policy
     from brushrl.rollout.transformers_engine import TransformersEngine
 
-    system = system_prompt_for(cfg)
     cfg = warm_start_policy(cfg, system)
     engine = TransformersEngine(cfg.policy, cfg.rollout, system, cfg.learner.lora)
     name = "policy"
@@ -382,7 +381,7 @@ def _run(args) -> int:
     from rich.console import Console
 
     from brushrl.config import ConfigError, load_config
-    from brushrl.orchestrator.trainer import system_prompt_for
+    from brushrl.prompts import resolve_system_prompt
 
     console = Console()
     out = Path(args.out)
@@ -394,10 +393,10 @@ def _run(args) -> int:
             return 1
     try:
         cfg = load_config(args.config) if args.config else BrushRLConfig()
-        system = system_prompt_for(cfg)
+        system = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
         sources: list = [OpenAISource(e, system) for e in cfg.pool_build.endpoints]
         if args.policy:
-            sources.append(_policy_source(cfg, args.adapter))
+            sources.append(_policy_source(cfg, system, args.adapter))
     except (ConfigError, ValueError, OSError) as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -407,7 +406,7 @@ def _run(args) -> int:
     if args.no_ray:
         farm = LocalRenderFarm(cfg.render)
     else:
-        from brushrl.orchestrator.ray_setup import init_ray
+        from brushrl.ray_setup import init_ray
         from brushrl.render.pool import RenderPool
 
         init_ray(cfg.ray)

@@ -1,8 +1,9 @@
-"""Render stage: p5.brush sketch -> PNG in headless Chromium, and a Ray pool of renderer actors.
+"""Render stage: p5.brush sketch -> PNG in headless Chromium, and the render path over Ray.
 
 ``Renderer`` (one browser, ``brushrl.render.browser``), ``paint_fraction`` (``brushrl.render.paint``);
-the Ray pool lives in ``brushrl.render.pool`` (imported on demand so that this package does not
-import Ray).
+``brushrl.render.pool.RenderPool`` is the one render path of training, pool builds and the benchmark
+(renderer actors, retry elsewhere, render cache, telemetry; imported on demand so that this package
+does not import Ray).
 """
 
 from brushrl.render.browser import Renderer

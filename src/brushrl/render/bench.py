@@ -63,15 +63,13 @@ def pixel_diff(png_a: bytes, png_b: bytes) -> tuple[float, int]:
 
 
 def _pool(args) -> None:
-    import os
-
     import ray
 
     from brushrl.config import RenderConfig
+    from brushrl.ray_setup import start_local_ray
     from brushrl.render.pool import RenderPool
 
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    start_local_ray(num_cpus=4, log_to_driver=False)
     pool = RenderPool(RenderConfig(num_actors=args.actors, gl_backend=args.gl, deadline_s=300, attempts=1, cache_entries=0))
     pool.ping()
     t = time.monotonic()

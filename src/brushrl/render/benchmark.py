@@ -8,7 +8,7 @@ each actor count it reports:
 * p50 / p95 wall seconds per render (``RenderResult.wall_s``, timed in the actor around the render:
   page, p5 load, sketch, capture, PNG decode; Ray's dispatch is in renders/min only), p50 in-page
   drawing seconds (``draw_s``: setup + first frame); quantiles interpolate linearly
-  (``brushrl.metrics.quantile``, numpy's default);
+  (``brushrl.stats.quantile``, numpy's default);
 * overhead share: sum(wall - draw) / sum(wall) (page, p5 load, capture, PNG decode);
 * p50 seconds per phase (``RenderResult.phases``: page, load, sketch, close, decode), where the
   overhead goes;
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from brushrl.config import BrushRLConfig, ConfigError, RenderConfig, load_config
-from brushrl.metrics import quantile
+from brushrl.stats import quantile
 from brushrl.types import RenderResult
 
 
@@ -255,14 +255,13 @@ def run(args: argparse.Namespace, address: str | None = "local") -> int:
         "num_cpus": args.num_cpus or cfg.render.num_cpus,
     })
     started = not ray.is_initialized()
-    if started:
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        kw = {}
-        if address == "local":  # enough logical CPUs (and custom resources) for the largest pool
-            kw = {"num_cpus": max(1, math.ceil(max(actors) * rc.num_cpus)),
-                  "resources": {k: v * max(actors) for k, v in cfg.resources.renderer.resources.items()},
-                  "_node_ip_address": "127.0.0.1"}
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, **kw)
+    if started and address == "local":  # enough logical CPUs (and custom resources) for the largest pool
+        from brushrl.ray_setup import start_local_ray
+
+        start_local_ray(num_cpus=max(1, math.ceil(max(actors) * rc.num_cpus)), log_to_driver=False,
+                        resources={k: v * max(actors) for k, v in cfg.resources.renderer.resources.items()})
+    elif started:
+        ray.init(address=address, log_to_driver=False)
     try:
         with Progress(transient=True) as bar:
             task = bar.add_task("rendering", total=None)

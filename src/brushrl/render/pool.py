@@ -1,21 +1,38 @@
-"""A pool of Ray actors, each owning ``pages_per_actor`` headless Chromiums (``Renderer``).
+"""The render path: renderer actors on Ray and :class:`RenderPool`, the one dispatcher every caller
+renders through (training's producers, ``brushrl pool build``, ``brushrl bench render``, tools).
 
-``RenderPool.render_many`` hands each free page of an actor one job at a time (so no actor holds
-more jobs than pages, and every actor gets a job before any gets a second) and returns results in
-job order. A job whose actor died mid-render, whose call raised, or whose actor answered
-``status="infra"`` (its browser broke and a relaunch in the actor did not help — also what a dying
-actor answers when Ray kills its Playwright driver before the actor process itself) is retried
-once, on another actor when the pool has one; Ray restarts the dead actor (``max_restarts``). A job
-that fails twice becomes ``RenderResult(status="infra")``, which the reward layer turns into None.
+``RenderPool.render(code, seed)`` is a coroutine: many groups render at once from one event loop,
+each awaiting only its own sketches. ``RenderPool.render_many(jobs)`` is the same path for a batch
+from blocking code (it runs the coroutines in an event loop of its own and returns when all are
+done, results in job order). The rules, kept here and nowhere else:
+
+* **pages**: an actor runs at most ``pages_per_actor`` jobs at once; a free page goes to the waiting
+  jobs first come, first served (a retry first), on the least busy actor (every actor gets a job
+  before any gets a second);
+* **retry elsewhere**: a job whose actor died mid-render, whose call raised, or whose actor answered
+  ``status="infra"`` (its browser broke and a relaunch in the actor did not help; also what a dying
+  actor answers when Ray kills its Playwright driver before the actor process itself) is retried
+  once, on another actor when the pool has one; Ray restarts a dead actor (``max_restarts``). A job
+  that fails twice is ``RenderResult(status="infra")`` with the second failure in ``detail``, which
+  the reward layer turns into None (never 0);
+* **cache** (``brushrl.render.cache``, with ``cache_entries > 0`` or ``cache_dir``): a job seen
+  before is answered from the cache, and a job identical to one rendering now waits for that render
+  instead of rendering again (GRPO groups repeat completions); both come back with
+  ``cache_hit=True`` and count as hits in ``cache.stats()``;
+* **telemetry**: ``waiting`` (jobs waiting for a page) and ``rendering`` (jobs on an actor), passed to
+  ``on_progress(waiting, rendering)`` on every change, and ``cache.stats()``.
+
 ``ray.util.ActorPool`` was not used: it has no notion of retrying a job elsewhere when its actor dies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import ray
@@ -95,55 +112,243 @@ def create_renderer_actor(cfg: RenderConfig, placement=None):
     ).remote(cfg)
 
 
-@dataclass
-class _Job:
-    index: int
-    code: str
-    seed: int
-    tries: int = 0
-    avoid: int | None = None  # actor slot that failed this job
-    last_error: str = ""
+@dataclass(eq=False)
+class _Member:
+    """A started actor of the pool and its pages in use."""
+
+    handle: object
+    busy: int = 0
 
 
 class RenderPool:
-    """``cfg.num_actors`` renderer actors on the connected Ray cluster.
+    """``cfg.num_actors`` renderer actors on the connected Ray cluster and the rules of the module
+    docstring.
 
     Args:
         cfg: the ``render`` section of the run config.
         placement: ``cfg.resources.renderer`` of the run config (None: CPUs only).
+        actors: started ``RendererActor`` handles to use instead of starting ``cfg.num_actors``
+            (tests inject actors that fail on purpose).
 
-    The actors start (and launch Chromium) in the background; the first ``render_many`` waits for
-    them. ``resize(n)`` grows or shrinks the pool between ``render_many`` calls: actors added later
-    join when they have started (an actor waiting for a node, e.g. for the autoscaler to add one with
-    a free ``renderer`` resource, never holds a job). Call ``shutdown()`` when done.
+    The actors start (and launch Chromium) in the background; the first renders wait for them.
+    ``resize(n)`` grows or shrinks the pool: actors added later join once started (an actor waiting
+    for a node, e.g. for the autoscaler to add one with a free ``renderer`` resource, never holds a
+    job). Call ``shutdown()`` when done.
 
-    Render cache (``brushrl.render.cache``): with ``cfg.cache_entries > 0`` or ``cfg.cache_dir``,
-    ``render_many`` answers jobs seen before from ``self.cache`` and renders a job repeated within
-    one batch once; ``self.cache.stats()`` has the hit rate, and each result says ``cache_hit``.
+    Threads: call ``render``, ``render_many`` and ``resize`` from one thread at a time (the event
+    loop's, in training); ``render`` from a coroutine, ``render_many`` from blocking code.
     """
 
-    def __init__(self, cfg: RenderConfig, placement=None):
+    def __init__(self, cfg: RenderConfig, placement=None, actors: list | None = None):
         self.cfg = cfg
         self.placement = placement
-        self.actors = [create_renderer_actor(cfg, placement) for _ in range(cfg.num_actors)]
-        #: Called as ``on_progress(queued, in_flight)`` whenever jobs are dispatched or finish
-        #: (the trainer publishes it as the render queue depth); None: not called.
-        self.on_progress = None
+        started = list(actors) if actors is not None else [create_renderer_actor(cfg, placement)
+                                                          for _ in range(cfg.num_actors)]
+        self._members = [_Member(a) for a in started]
         self._starting: dict = {}  # ping ObjectRef -> actor added by resize(), not started yet
+        self._joiners: dict = {}  # ping ObjectRef -> task of the running loop that admits it
+        self._waiters: deque = deque()  # [future, actor to avoid] of jobs waiting for a page
+        self._rendering: dict = {}  # cache key -> future of the render in progress
+        self._stoppers: list[threading.Thread] = []
         self.cache = RenderCache(cfg.cache_entries, cfg.cache_dir) if cfg.cache_entries or cfg.cache_dir else None
         self._env: str | None = None
+        self._env_task: asyncio.Future | None = None
+        #: Called as ``on_progress(waiting, rendering)`` whenever a job starts waiting, gets a page or
+        #: ends (the trainer publishes it as the render queue depth); None: not called.
+        self.on_progress: Callable[[int, int], None] | None = None
+        self.waiting = 0
+        self.rendering = 0
+
+    @property
+    def actors(self) -> list:
+        """Handles of the started actors that take jobs (``resize`` changes this list)."""
+        return [m.handle for m in self._members]
 
     @property
     def size(self) -> int:
         """Renderer actors asked for: started ones plus those still starting."""
-        return len(self.actors) + len(self._starting)
+        return len(self._members) + len(self._starting)
 
+    def ping(self, timeout_s: float = 120.0) -> list[dict]:
+        """``RendererWorker.ping`` of every actor (waits for them to start).
+
+        Raises:
+            ray.exceptions.GetTimeoutError: an actor did not answer within ``timeout_s``.
+        """
+        return ray.get([a.ping.remote() for a in self.actors], timeout=timeout_s)
+
+    # ------------------------------------------------------------------ rendering
+    async def render(self, code: str, seed: int) -> RenderResult:
+        """Render one sketch with the pool's rules (module docstring). Never raises for a failed
+        render: an infrastructure failure is ``status="infra"``. Cancelling it frees its page."""
+        key = await self._key(code, seed)
+        if key is None:
+            return await self._render_with_retry(code, seed)
+        while key in self._rendering:  # the same job is rendering now: its result is this one's
+            first = self._rendering[key]
+            await asyncio.wait([first])  # raises only when this job itself is cancelled
+            if not first.cancelled():
+                self.cache.hits += 1
+                return as_hit(first.result())
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        future = self._rendering[key] = asyncio.get_running_loop().create_future()
+        try:
+            result = await self._render_with_retry(code, seed)
+        except BaseException:
+            future.cancel()  # jobs waiting on it render for themselves
+            raise
+        finally:
+            del self._rendering[key]
+        future.set_result(result)
+        self.cache.put(key, result)
+        return result
+
+    def render_many(self, jobs: list[tuple[str, int]],
+                    on_result: Callable[[int, RenderResult], None] | None = None) -> list[RenderResult]:
+        """Render ``(code, seed)`` jobs (all at once, the pool's rules deciding the order on the
+        actors); results in job order. ``on_result(job_index, result)``, if given, is called as each
+        job finishes (once, with its final result). Blocks; never raises for a failed job."""
+
+        async def one(i: int, code: str, seed: int) -> RenderResult:
+            result = await self.render(code, seed)
+            if on_result is not None:
+                on_result(i, result)
+            return result
+
+        async def batch() -> list[RenderResult]:
+            return list(await asyncio.gather(*(one(i, c, s) for i, (c, s) in enumerate(jobs))))
+
+        if not jobs:
+            return []
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(batch())
+        # This thread runs an event loop already (Playwright's sync API keeps one in the thread of a
+        # local Renderer): ours gets a thread of its own; this one waits for it.
+        with ThreadPoolExecutor(1, thread_name_prefix="render-many") as helper:
+            return helper.submit(asyncio.run, batch()).result()
+
+    async def _render_with_retry(self, code: str, seed: int) -> RenderResult:
+        member, last_error = await self._take(), ""
+        try:
+            for attempt in (1, 2):
+                try:
+                    result = await member.handle.render.remote(code, seed)
+                    if result.status != "infra":
+                        return result
+                    error = f"infra from actor: {result.detail}"
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - any failure of the call is retried once
+                    error = f"{type(exc).__name__}: {exc}"
+                last_error = error[:500]
+                if attempt == 1:
+                    failed, member = member, None
+                    member = await self._take(avoid=failed, retry_of=failed)
+            return RenderResult("infra", detail=f"render failed on 2 actors; last: {last_error}")
+        finally:
+            if member is not None:
+                self._give_back(member)
+
+    async def _key(self, code: str, seed: int) -> str | None:
+        """The job's cache key, or None without a cache (or while no actor says its environment:
+        the job is then rendered without the cache)."""
+        if self.cache is None:
+            return None
+        if self._env is None:
+            if self._env_task is None or self._env_task.done():
+                self._env_task = asyncio.ensure_future(self._learn_env())
+            await asyncio.wait([self._env_task])
+            if self._env is None:
+                return None
+        return render_key(code, seed, self.cfg.canvas_size, self._env)
+
+    async def _learn_env(self) -> None:
+        """``self._env`` from the actors' pings (the same libraries, browser and GL backend on every
+        actor: one image); left None when an actor does not answer."""
+        try:
+            pings = await asyncio.wait_for(asyncio.gather(*(a.ping.remote() for a in self.actors)), 120.0)
+        except Exception:  # noqa: BLE001 - an actor down: render without the cache for now
+            return
+        self._env = " | ".join(sorted({p["env"] for p in pings}))
+
+    # ------------------------------------------------------------------ pages
+    async def _take(self, avoid: _Member | None = None, retry_of: _Member | None = None) -> _Member:
+        """A page on the least busy actor that has one free, not ``avoid`` unless the pool has only
+        one actor; waits its turn. ``retry_of``: the page of a failed attempt, given back once this
+        request is queued ahead of the waiting jobs (a retry goes first)."""
+        self._watch_starting()
+        future = asyncio.get_running_loop().create_future()
+        member = self._free(avoid)
+        waiter = None
+        if member is not None and (retry_of is not None or not self._waiters):
+            member.busy += 1
+            future.set_result(member)
+        else:
+            waiter = [future, avoid]
+            if retry_of is not None:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
+        if retry_of is not None:
+            self._give_back(retry_of)  # with one actor, this serves the retry itself
+        self._progress()
+        try:
+            member = await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self._give_back(future.result(), started=False)
+            raise
+        finally:
+            if waiter is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)
+                self._progress()
+        self.rendering += 1
+        self._progress()
+        return member
+
+    def _free(self, avoid: _Member | None) -> _Member | None:
+        members = self._members
+        free = [m for m in members if m.busy < self.cfg.pages_per_actor and (m is not avoid or len(members) == 1)]
+        return min(free, key=lambda m: m.busy, default=None)  # the first of the least busy
+
+    def _serve(self) -> None:
+        """Hand free pages to the waiting jobs in order (a job may skip an actor it avoids)."""
+        served = False
+        for waiter in list(self._waiters):
+            member = self._free(waiter[1])
+            if member is not None and not waiter[0].done():
+                member.busy += 1
+                waiter[0].set_result(member)
+                self._waiters.remove(waiter)
+                served = True
+        if served:
+            self._progress()
+
+    def _give_back(self, member: _Member, started: bool = True) -> None:
+        member.busy -= 1
+        if started:
+            self.rendering -= 1
+            self._progress()
+        if member in self._members:  # a dead actor is restarted by Ray; calls to it wait for it
+            self._serve()
+
+    def _progress(self) -> None:
+        self.waiting = len(self._waiters)
+        if self.on_progress is not None:
+            self.on_progress(self.waiting, self.rendering)
+
+    # ------------------------------------------------------------------ size
     def resize(self, n: int, timeout_s: float = 20.0) -> None:
-        """Grow or shrink the pool to ``n`` actors; call between ``render_many`` calls.
+        """Grow or shrink the pool to ``n`` actors.
 
         Growing starts ``n - size`` actors that join once started. Shrinking drops actors still
-        starting first, then the most recently added ones (their browsers closed within ``timeout_s``,
-        then killed).
+        starting first, then the most recently added ones: they take no new job at once, and are
+        closed (browsers, within ``timeout_s``) and killed in a background thread; a job they were
+        rendering is retried on another actor.
 
         Raises:
             ValueError: ``n`` < 1.
@@ -158,136 +363,56 @@ class RenderPool:
             ray.kill(self._starting.pop(ref), no_restart=True)
             drop -= 1
         if drop > 0:
-            victims, self.actors = self.actors[-drop:], self.actors[:-drop]
-            self._stop(victims, timeout_s)
-
-    def _admit(self, ref, idle: deque) -> None:
-        """A starting actor answered its ping: it joins the pool (or, if it failed to start, goes)."""
-        actor = self._starting.pop(ref)
+            victims, self._members = self._members[-drop:], self._members[:-drop]
+            stopper = threading.Thread(target=self._stop, args=([m.handle for m in victims], timeout_s),
+                                       name="render-pool-stop", daemon=True)
+            stopper.start()
+            self._stoppers.append(stopper)
         try:
-            ray.get(ref)
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop here: the next render admits started actors
+        self._watch_starting()
+
+    def _watch_starting(self) -> None:
+        """Admit each starting actor as soon as its ping answers (a task of the running loop each;
+        an earlier loop's tasks ended with that loop)."""
+        loop = asyncio.get_running_loop()
+        for ref in self._starting:
+            task = self._joiners.get(ref)
+            if task is None or task.done() or task.get_loop() is not loop:
+                self._joiners[ref] = loop.create_task(self._join(ref))
+
+    async def _join(self, ref) -> None:
+        try:
+            await ref
+        except Exception:  # noqa: BLE001 - judged in _admit
+            pass
+        self._admit(ref)
+
+    def _admit(self, ref) -> None:
+        """A starting actor answered its ping: it joins the pool (or, if it failed to start, goes)."""
+        self._joiners.pop(ref, None)
+        actor = self._starting.pop(ref, None)
+        if actor is None:
+            return  # dropped by resize() meanwhile
+        try:
+            ray.get(ref, timeout=0)
         except Exception:  # noqa: BLE001 - an actor that cannot start is dropped, the pool goes on
             ray.kill(actor, no_restart=True)
             return
-        self.actors.append(actor)
-        idle.extend([len(self.actors) - 1] * self.cfg.pages_per_actor)
-
-    def ping(self, timeout_s: float = 120.0) -> list[dict]:
-        """``RendererWorker.ping`` of every actor (waits for them to start).
-
-        Raises:
-            ray.exceptions.GetTimeoutError: an actor did not answer within ``timeout_s``.
-        """
-        return ray.get([a.ping.remote() for a in self.actors], timeout=timeout_s)
-
-    def render_many(
-        self, jobs: list[tuple[str, int]], on_result: Callable[[int, RenderResult], None] | None = None
-    ) -> list[RenderResult]:
-        """Render ``(code, seed)`` jobs across the actors; results are in job order.
-
-        ``on_result(job_index, result)``, if given, is called as each job finishes (progress).
-
-        Never raises for a failed job: a job whose actor died (``RayActorError``,
-        ``ActorDiedError``, ``ActorUnavailableError``), whose call raised, or whose actor answered
-        ``status="infra"`` is retried once, on a different actor when there is one, and otherwise
-        comes back with ``status="infra"`` and the second failure in ``detail``.
-        """
-        results: list[RenderResult | None] = [None] * len(jobs)
-        keys, first_of = self._lookup(jobs, results, on_result)
-        pending = deque(_Job(i, code, seed) for i, (code, seed) in enumerate(jobs) if results[i] is None
-                        and first_of.get(keys[i], i) == i)
-        # one entry per free page, interleaved so that every actor gets a job before any gets two
-        idle = deque(s for _ in range(self.cfg.pages_per_actor) for s in range(len(self.actors)))
-        inflight: dict = {}  # ObjectRef -> (job, actor slot)
-        while pending or inflight:
-            self._dispatch(pending, idle, inflight)
-            if self.on_progress is not None:
-                self.on_progress(len(pending), len(inflight))
-            (ref,), _ = ray.wait(list(inflight) + list(self._starting), num_returns=1)
-            if ref in self._starting:
-                self._admit(ref, idle)
-                continue
-            job, slot = inflight.pop(ref)
-            idle.append(slot)  # a dead actor is restarted by Ray; calls to it wait for the restart
-            try:
-                result = ray.get(ref)
-                error = f"infra from actor: {result.detail}" if result.status == "infra" else ""
-            except Exception as exc:  # noqa: BLE001 - any failure of the call is retried once
-                result, error = None, f"{type(exc).__name__}: {exc}"
-            if error:
-                job.tries += 1
-                job.avoid, job.last_error = slot, error[:500]
-                if job.tries < 2:
-                    pending.appendleft(job)
-                    continue
-                result = RenderResult("infra", detail=f"render failed on 2 actors; last: {job.last_error}")
-            results[job.index] = result
-            if on_result is not None:
-                on_result(job.index, results[job.index])
-        if first_of:
-            self._fill_repeats(keys, first_of, results, on_result)
-        if self.on_progress is not None:
-            self.on_progress(0, 0)
-        return results  # type: ignore[return-value]
-
-    def _lookup(self, jobs, results, on_result) -> tuple[list[str | None], dict[str, int]]:
-        """Fill ``results`` from the cache; returns each job's key (None without a cache) and, per
-        key, the first job index that has to be rendered."""
-        if self.cache is None:
-            return [None] * len(jobs), {}
-        if self._env is None:  # same libraries + browser + backend on every actor (one image)
-            try:
-                self._env = " | ".join(sorted({p["env"] for p in self.ping()}))
-            except Exception:  # noqa: BLE001 - an actor down: render this batch without the cache
-                return [None] * len(jobs), {}
-        keys = [render_key(code, seed, self.cfg.canvas_size, self._env) for code, seed in jobs]
-        first_of: dict[str, int] = {}
-        for i, key in enumerate(keys):
-            if key in first_of:
-                continue  # a repeat within the batch: answered from its first job
-            hit = self.cache.get(key)
-            if hit is None:
-                first_of[key] = i
-            else:
-                results[i] = hit
-                if on_result is not None:
-                    on_result(i, hit)
-        return keys, first_of
-
-    def _fill_repeats(self, keys, first_of, results, on_result) -> None:
-        """Store the rendered results and answer the batch's repeated jobs from their first job
-        (as hits, whatever its status: the same sketch was just rendered)."""
-        for key, i in first_of.items():
-            self.cache.put(key, results[i])
-        for i, key in enumerate(keys):
-            if results[i] is None:
-                results[i] = as_hit(results[first_of[key]])
-                self.cache.hits += 1
-                if on_result is not None:
-                    on_result(i, results[i])
-
-    def _dispatch(self, pending: deque, idle: deque, inflight: dict) -> None:
-        """Give idle actors pending jobs, one each; a retried job avoids the actor that failed it
-        unless the pool has a single actor."""
-        for job in list(pending):
-            if not idle:
-                return
-            slot = next((s for s in idle if s != job.avoid), None)
-            if slot is None:
-                if len(self.actors) > 1:
-                    continue  # wait for another actor to free up
-                slot = idle[0]
-            idle.remove(slot)
-            pending.remove(job)
-            inflight[self.actors[slot].render.remote(job.code, job.seed)] = (job, slot)
+        self._members.append(_Member(actor))
+        self._serve()
 
     def shutdown(self, timeout_s: float = 20.0) -> None:
         """Close every actor's browser (best effort, ``timeout_s``) and kill the actors."""
         for actor in self._starting.values():
             ray.kill(actor, no_restart=True)
         self._starting = {}
-        actors, self.actors = self.actors, []
-        self._stop(actors, timeout_s)
+        members, self._members = self._members, []
+        self._stop([m.handle for m in members], timeout_s)
+        for stopper in self._stoppers:
+            stopper.join()
 
     @staticmethod
     def _stop(actors: list, timeout_s: float) -> None:

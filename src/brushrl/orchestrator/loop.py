@@ -1,7 +1,8 @@
-"""The asynchronous GRPO loop: producers and the learner run concurrently on one asyncio event loop.
+"""The GRPO training loop: producers and the learner run concurrently on one asyncio event loop,
+with bounded staleness (``max_staleness = 0`` is synchronous GRPO on the same code).
 
 Every admitted group is an asyncio task that awaits Ray actor calls (rollout -> gate -> render ->
-score, ``GroupProducer.produce_group``); the learner coroutine awaits the learner actor's step and
+score, ``GroupProducer.produce``); the learner coroutine awaits the learner actor's step and
 the weight sync while those tasks keep running. Nothing here blocks the event loop: stage work
 happens in Ray actors, the driver only awaits ``ObjectRef``s.
 
@@ -14,7 +15,7 @@ Admission and group end states follow :class:`brushrl.orchestrator.capacity.Grou
 * a learner step takes up to ``groups_per_step`` ready groups, oldest policy version first; ready
   groups that became too stale after a weight sync expire (``accepted`` -> ``stale``);
 * a step goes ahead short when ``max_rejected`` groups ended without being accepted since the last
-  step (the synchronous trainer's "at most 3 production rounds"); with no group at all it is
+  step (three batches' worth of production); with no group at all it is
   skipped (no optimizer update, no new policy version).
 
 *Staleness* of a trained group = the learner's policy version when it trains on it minus the
@@ -35,12 +36,12 @@ from typing import Protocol
 
 from brushrl.learner.advantages import ACCEPTED, GroupFilter
 from brushrl.orchestrator.capacity import GroupLedger
-from brushrl.orchestrator.producer import StepCounts, Ticket
+from brushrl.orchestrator.producer import GroupCounts, Ticket
 from brushrl.types import Group
 
 
 class LearnerSide(Protocol):
-    """The learner as the loop sees it (``brushrl.orchestrator.trainer.ActorLearnerSide`` wraps the
+    """The learner as the loop sees it (``brushrl.orchestrator.actors.ActorLearnerSide`` wraps the
     Ray learner and rollout actors)."""
 
     async def train(self, groups: list[Group]) -> dict[str, float]:
@@ -68,7 +69,7 @@ class Ended:
     ticket: Ticket
     group: Group | None
     status: str
-    counts: StepCounts | None = None
+    counts: GroupCounts | None = None
     generated_by: int | None = None
     detail: str = ""
 
@@ -109,7 +110,7 @@ class StepReport:
     step_s: float = 0.0
 
 
-class AsyncLoop:
+class GRPOLoop:
     """Runs learner steps while producer tasks fill the ready buffer (module docstring).
 
     Args:
@@ -117,11 +118,12 @@ class AsyncLoop:
             from a checkpoint on resume.
         group_filter: the learner's group filter (``GroupFilter.from_config(cfg.learner)``).
         draw: returns the next :class:`Ticket` (``GroupProducer.ticket``).
-        produce: ``(ticket, step) -> awaitable (Group, StepCounts)``; raising marks the group failed.
+        produce: ``(ticket, step) -> awaitable (Group, GroupCounts)`` (``GroupProducer.produce``);
+            raising marks the group failed.
         learner: a :class:`LearnerSide`.
         version: policy version the rollout engine serves at the start.
         max_rejected: a step goes ahead short after this many non-accepted groups since the last
-            step (default: 3 x groups_per_step, the synchronous trainer's round limit).
+            step (default: 3 x groups_per_step: three batches' worth of production).
         checkpoint: ``(step) -> awaitable | None``, called right after a step's weight sync and
             before the next learner call is issued (so it sees exactly that step's state).
     """
@@ -131,7 +133,7 @@ class AsyncLoop:
         ledger: GroupLedger,
         group_filter: GroupFilter,
         draw: Callable[[], Ticket],
-        produce: Callable[[Ticket, int], Awaitable[tuple[Group, StepCounts]]],
+        produce: Callable[[Ticket, int], Awaitable[tuple[Group, GroupCounts]]],
         learner: LearnerSide,
         *,
         version: int = 0,
@@ -147,7 +149,7 @@ class AsyncLoop:
         self.gps = ledger.groups_per_step
         self.max_rejected = max_rejected if max_rejected is not None else 3 * self.gps
         self.checkpoint = checkpoint or (lambda step: None)
-        self.ready: list[tuple[int, Group, StepCounts, Ticket]] = []
+        self.ready: list[tuple[int, Group, GroupCounts, Ticket]] = []
         self.ended: list[Ended] = []
         self.rejected = 0  # non-accepted ends since the last step
         self.step = 0  # the learner step being prepared (groups submitted now record it)
@@ -208,7 +210,7 @@ class AsyncLoop:
     def _batch_ready(self) -> bool:
         return len(self.ready) >= self.gps or self.rejected >= self.max_rejected
 
-    def _take_batch(self) -> list[tuple[int, Group, StepCounts, Ticket]]:
+    def _take_batch(self) -> list[tuple[int, Group, GroupCounts, Ticket]]:
         self.ready.sort(key=lambda item: (item[0], item[1].group_id))  # oldest policy first
         batch, self.ready = self.ready[: self.gps], self.ready[self.gps :]
         return batch

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m brushrl.policy.check [--config run.yaml] [--groups 4] [--n 4] [--set policy.sft.epochs=10]
+    python -m brushrl.rollout.check [--config run.yaml] [--groups 4] [--n 4] [--set policy.sft.epochs=10]
         [--dump samples.jsonl]
 
 Prints the SFT figures (seconds, final loss, examples), then samples ``groups x n`` completions
@@ -20,6 +20,7 @@ import logging
 import random
 import time
 from collections import Counter
+from pathlib import Path
 
 import yaml
 
@@ -45,7 +46,7 @@ def _config(args: argparse.Namespace) -> BrushRLConfig:
 
 def main(argv: list[str] | None = None) -> dict:
     """Run the check; returns the summary that it prints (a JSON-able dict)."""
-    ap = argparse.ArgumentParser(prog="python -m brushrl.policy.check", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m brushrl.rollout.check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="run config YAML (default: built-in defaults)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="dotted config overrides")
     ap.add_argument("--groups", type=int, default=4, help="prompts sampled (one group each)")
@@ -57,21 +58,21 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from brushrl.corpus.build import build_corpus
     from brushrl.gate import check_static
-    from brushrl.policy.sft import DONE_MARKER, warm_start
+    from brushrl.policy.sft import DONE_MARKER, warm_start_policy
     from brushrl.prompts import resolve_system_prompt, sample_prompts
     from brushrl.rollout import TransformersEngine
 
     cfg = _config(args)
     system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
-    corpus = [(i.subject, i.code) for i in build_corpus(cfg.policy.sft.variations, seed=cfg.run.seed)]
-    path = warm_start(cfg.policy, corpus, system_prompt, cfg.prompts.template, threads=args.threads)
+    if cfg.policy.model != "tiny":
+        ap.error(f"policy.model is {cfg.policy.model!r}: this tool measures the tiny policy's warm start")
+    cfg = warm_start_policy(cfg, system_prompt, threads=args.threads)
+    path = Path(cfg.policy.model)
     sft = json.loads((path / DONE_MARKER).read_text())
 
     torch.set_num_threads(cfg.policy.torch_threads)
-    policy = cfg.policy.model_copy(update={"model": str(path)})
-    engine = TransformersEngine(policy, cfg.rollout, system_prompt, cfg.learner.lora)
+    engine = TransformersEngine(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora)
     prompts = sample_prompts(cfg.prompts, args.groups, random.Random(cfg.run.seed))
     t0 = time.perf_counter()
     completions = [c for group in engine.generate(prompts, args.n, seed=cfg.run.seed) for c in group]

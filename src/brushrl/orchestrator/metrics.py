@@ -15,7 +15,7 @@ brushrl_groups_total                   counter    groups by outcome; tag ``statu
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
 =====================================  =========  ==========================================
-=======
+
 Names, kinds and labels are documented in docs/metrics.md (a test keeps that table, this module,
 the Grafana dashboard ``cluster/grafana/brushrl.json`` and a real run's Prometheus endpoint in
 agreement). Every metric also carries Ray's own labels (``SessionName``, ``NodeAddress``, ...).
@@ -23,24 +23,16 @@ agreement). Every metric also carries Ray's own labels (``SessionName``, ``NodeA
 
 from __future__ import annotations
 
-import numpy as np
 from ray.util import metrics as rm
 
 from brushrl.orchestrator.capacity import LEDGER_STATES  # the ledger's group counts, defined once
+from brushrl.stats import quantile
 
 #: Histogram buckets of one render's wall seconds: the CPU box's 0.25-5 s up to the seeds' 69-96 s
 #: renders and the 90 s deadline (shared/notes/seeds.md).
 RENDER_BUCKETS_S = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 90, 120, 300)
 #: Quantiles of the last step's render seconds published as ``brushrl_render_quantile_seconds``.
 RENDER_QUANTILES = (0.5, 0.95)
-
-
-def quantile(xs: list[float], q: float) -> float:
-    """The ``q`` quantile (``q`` in [0, 1]) of ``xs`` with linear interpolation
-    (``numpy.quantile``'s default); 0.0 for none."""
-    return float(np.quantile(xs, q)) if xs else 0.0
-
-
 
 
 class PipelineMetrics:

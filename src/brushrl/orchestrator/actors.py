@@ -1,0 +1,104 @@
+"""The run's Ray actors, started and stopped together: the renderer pool, the rollout engine, the
+learner and the scorers, and the loop's view of the learner (:class:`ActorLearnerSide`)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ray
+
+from brushrl.config import BrushRLConfig
+from brushrl.learner import TrainSample
+from brushrl.render.pool import RenderPool
+from brushrl.types import Group
+
+
+@dataclass
+class Pipeline:
+    """Handles of a run's actors, empty until :meth:`start`; :meth:`stop` ends them all.
+
+    Attributes:
+        render_pool: the renderer actors and the render path (``brushrl.render.pool``).
+        learner: the learner actor (``brushrl.learner.make_learner_actor``).
+        rollout: the rollout engine actor (``brushrl.rollout.make_rollout_actor``).
+        scorers: scorer name -> scorer actor (``brushrl.reward.actor.make_scorer_actors``).
+    """
+
+    render_pool: RenderPool | None = None
+    learner: object = None
+    rollout: object = None
+    scorers: dict = field(default_factory=dict)
+
+    def start(self, cfg: BrushRLConfig, system_prompt: str) -> None:
+        """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started). If a start
+        fails (or the run is stopped meanwhile), the actors started so far are stopped and the
+        exception goes on."""
+        from brushrl.learner import make_learner_actor
+        from brushrl.reward.actor import make_scorer_actors
+        from brushrl.rollout import make_rollout_actor
+
+        try:
+            self.render_pool = RenderPool(cfg.render, cfg.resources.renderer)
+            self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
+            self.rollout = make_rollout_actor(cfg, system_prompt)
+            self.scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
+        except BaseException:
+            self.stop()
+            raise
+
+    def learner_side(self, cfg: BrushRLConfig) -> ActorLearnerSide:
+        return ActorLearnerSide(self.learner, self.rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir)
+
+    def stop(self) -> None:
+        """Close the renderers' browsers and kill every actor (frees their CPUs for the next run on
+        this cluster). Safe to call twice."""
+        if self.render_pool is not None:
+            self.render_pool.shutdown()
+            self.render_pool = None
+        for actor in (self.learner, self.rollout, *self.scorers.values()):
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+        self.learner = self.rollout = None
+        self.scorers = {}
+
+
+class ActorLearnerSide:
+    """The :class:`~brushrl.orchestrator.loop.LearnerSide` of the Ray learner and rollout actors.
+
+    Args:
+        learner: a learner actor (``brushrl.learner.make_learner_actor``).
+        rollout: a rollout engine actor (``load_adapter.remote(state, version)``).
+        sync_timeout_s: a weight sync slower than this raises ``TimeoutError`` (the run fails loudly).
+        adapter_dir: sync through per-version adapter folders here (vLLM) instead of the object store.
+    """
+
+    def __init__(self, learner, rollout, sync_timeout_s: float, adapter_dir: str | None = None) -> None:
+        self.learner, self.rollout, self.sync_timeout_s = learner, rollout, sync_timeout_s
+        self.adapter_dir = Path(adapter_dir).expanduser() if adapter_dir else None
+
+    async def train(self, groups: list[Group]) -> dict[str, float]:
+        """One optimizer step; samples are stripped to ``TrainSample`` (no PNG bytes to the learner)."""
+        return await self.learner.step.remote([[TrainSample.from_sample(s) for s in g.samples] for g in groups])
+
+    async def sync(self) -> int:
+        """Hand the learner's adapter to the rollout engine (the state goes actor to actor through
+        the object store); returns the new policy version. Raises ``TimeoutError`` past the limit."""
+        async def _sync() -> int:
+            version = await self.learner.policy_version.remote()
+            if self.adapter_dir is None:
+                await self.rollout.load_adapter.remote(self.learner.adapter_state.remote(), version)
+                return version
+            # By folder (vLLM): a fresh folder per version; the one two versions back is no longer served.
+            path = self.adapter_dir / f"v{version:06d}"
+            await self.learner.save_adapter.remote(str(path))
+            await self.rollout.load_adapter.remote(str(path), version)
+            shutil.rmtree(self.adapter_dir / f"v{version - 2:06d}", ignore_errors=True)
+            return version
+
+        try:
+            return await asyncio.wait_for(_sync(), timeout=self.sync_timeout_s)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"weight sync took over orchestrator.sync_timeout_s={self.sync_timeout_s} s") from None
