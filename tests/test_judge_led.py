@@ -23,7 +23,7 @@ from brushrl.reward.judge import PairwiseJudge, TransformersJudgeBackend
 from brushrl.reward.report import summarize_run
 
 ROOT = Path(__file__).resolve().parents[1]
-HPSV3_PYTHON = Path(os.environ.get("BRUSHRL_HPSV3_PYTHON", "/work/hpsv3-venv/bin/python"))
+HPSV3_PYTHON = Path(os.environ.get("BRUSHRL_HPSV3_PYTHON", ROOT / ".venv-hpsv3" / "bin" / "python"))
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 
 
@@ -72,7 +72,7 @@ def test_judge_led_preset_needs_its_endpoint_and_keeps_the_cpu_default_offline()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HPSV3_PYTHON.exists(), reason=f"no hpsv3 env at {HPSV3_PYTHON} (scripts/build_hpsv3_env.sh)")
+@pytest.mark.skipif(not HPSV3_PYTHON.exists(), reason=f"no hpsv3 env at {HPSV3_PYTHON} (make hpsv3-env)")
 @pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vllm env at {VLLM_PYTHON} (scripts/build_vllm_env.sh)")
 def test_judge_led_local_script_trains_with_every_scorer_real(tmp_path):
     """scripts/judge_led_local.sh: 2 steps of configs/judge_led.yaml with HPSv3 in its own env and the
@@ -87,7 +87,8 @@ def test_judge_led_local_script_trains_with_every_scorer_real(tmp_path):
     resolved = yaml_load(run / "config.yaml")["reward"]
     assert resolved["weights"] == {"gate": 0.05, "length": 0.05, "hpsv3": 0.30, "judge": 0.60}
     assert resolved["judge"]["backend"] == "openai" and resolved["judge"]["base_url"].startswith("http://127.0.0.1:")
-    assert resolved["hpsv3"]["device"] == "cpu" and resolved["hpsv3"]["num_gpus"] == 0
+    assert resolved["hpsv3"]["device"] == "cpu"
+    assert yaml_load(run / "config.yaml")["resources"]["hpsv3"]["num_gpus"] == 0
 
     rows = pd.read_parquet(run / "rollouts.parquet")
     scored = rows[rows.gate_verdict == "pass"]

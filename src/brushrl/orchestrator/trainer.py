@@ -151,7 +151,7 @@ class Trainer:
         """
         cfg = self.cfg
         init_ray(cfg.ray)
-        self._render_pool, self._actors = None, []
+        self._render_pool, self._actors, self._reward = None, [], None
         self.outcome, self.stop_signal, extra = "failed", None, {}
         with GracefulStop() as stop:  # after ray.init, which installs its own SIGTERM handler
             self.run_dir.write_status("running", cfg.run.steps)
@@ -169,6 +169,8 @@ class Trainer:
                 stop.shutting_down()
                 if self._render_pool is not None:
                     self._render_pool.shutdown()
+                if self._reward is not None:  # the judge servers' vLLM processes
+                    self._reward.stop()
                 for actor in self._actors:  # free their CPUs for the next run on this cluster (bench)
                     ray.kill(actor, no_restart=True)
                 self._finish()
@@ -182,7 +184,7 @@ class Trainer:
         ``self._render_pool`` / ``self._actors`` as soon as they exist, for :meth:`run` to stop."""
         from brushrl.learner import make_learner_actor
         from brushrl.render.pool import RenderPool
-        from brushrl.reward.actor import make_scorer_actors
+        from brushrl.reward.actor import start_reward_actors
         from brushrl.rollout import make_rollout_actor
 
         cfg = self.cfg
@@ -199,8 +201,9 @@ class Trainer:
         self._actors.append(learner)
         rollout = make_rollout_actor(cfg, system_prompt)
         self._actors.append(rollout)
-        scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
-        self._actors.extend(scorers.values())
+        reward = self._reward = start_reward_actors(cfg.reward, cfg.resources, str(self.run_dir.root / "logs"))
+        self._actors.extend(reward.actors)
+        scorers = reward.scorers
         producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
         ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
         first_step = 1
@@ -211,6 +214,8 @@ class Trainer:
                 self._say(f"[brushrl] judge reference curriculum resumed at stage {stage}")
         elif cfg.rollout.adapter_dir is None:  # by folder (vLLM): version 0 is the bare base model
             ray.get(rollout.load_adapter.remote(learner.adapter_state.remote(), 0))
+        if reward.servers:  # health-checked before the first step
+            reward.wait_ready(cfg.reward.judge.serve.startup_timeout_s, self._say)
         self.metrics = PipelineMetrics()
         render_pool.on_progress = self.metrics.render_queue
         self.metrics.renderers.set(len(render_pool.actors))
