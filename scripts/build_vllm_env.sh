@@ -48,10 +48,7 @@ nice -n 10 "${UV[@]}" install "${UVPY[@]}" -c "$CONSTRAINTS" --find-links "$FIND
 t1=$(date +%s)
 # Only what the engine can import: not the SDKs and Ray libraries vLLM's server side pulls in, nor
 # transformers' 400 other model families (24k files -> ~12k; ~9 min -> ~4 min of a loaded machine).
-SKIP='/site-packages/(anthropic|pip|setuptools|pygments|numba|llvmlite|networkx|mcp|opentelemetry|google)/'
-SKIP+='|/site-packages/ray/(rllib|tune|train|serve|data|air|dashboard|autoscaler|llm)/'
-SKIP+='|/site-packages/transformers/models/(?!(auto|qwen2|qwen3|llama)/)[^/]+/|/tests?/'
-nice -n 10 "$TMP/bin/python" -m compileall -q -j 0 -x "$SKIP" "$TMP"/lib/python3.*/site-packages >/dev/null || true
+venv_compile '/site-packages/(anthropic|numba|llvmlite|mcp|opentelemetry)/|/site-packages/transformers/models/(?!(auto|qwen2|qwen3|llama)/)[^/]+/'
 t2=$(date +%s)
 venv_finish "$VENV"
 "$VENV/bin/python" -c 'import vllm, torch, transformers, ray, peft, brushrl.rollout.vllm_engine; print("vllm env ok: vllm", vllm.__version__, "torch", torch.__version__, "transformers", transformers.__version__, "ray", ray.__version__)'

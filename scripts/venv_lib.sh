@@ -21,3 +21,12 @@ venv_finish() {
   mv "$TMP" "$venv"
   grep -lr --null "$TMP" "$venv/bin" 2>/dev/null | xargs -0 -r sed -i "s|$TMP|$venv|g"
 }
+
+# venv_compile SKIP: compile the env's bytecode at build time (a cold import of vllm or transformers
+# costs tens of CPU seconds per process, and PYTHONDONTWRITEBYTECODE may be set at run time), leaving
+# out the paths matched by the regex SKIP and VENV_SKIP (tools, tests, the Ray libraries no actor loads).
+VENV_SKIP='/site-packages/(pip|setuptools|pygments|networkx|google)/|/tests?/'
+VENV_SKIP+='|/site-packages/ray/(rllib|tune|train|serve|data|air|dashboard|autoscaler|llm)/'
+venv_compile() {
+  nice -n 10 "$TMP/bin/python" -m compileall -q -j 0 -x "$VENV_SKIP|$1" "$TMP"/lib/python3.*/site-packages >/dev/null || true
+}

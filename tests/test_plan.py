@@ -61,7 +61,7 @@ def test_renderers_per_node_and_autoscaled_nodes():
 def test_renderers_share_a_node_with_the_fixed_actors():
     cfg = load_config(ROOT / "configs/h200.yaml", {"render.num_actors": 100})
     plan = build_plan(cfg)
-    # 192 vCPU - learner 8 - rollout 2 - 2 judge servers 1 - judge client 0.25 - hpsv3 1 = 179.75: 89 of 2 CPUs.
+    # 192 vCPU - learner 8 - rollout 2 - 2 judge servers x 1 - judge client 0.25 - hpsv3 1 = 178.75: 89 of 2 CPUs.
     assert plan.renderers_placed == 89
     assert any("only 89 of render.num_actors=100" in w for w in plan.warnings)
 
