@@ -14,7 +14,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export RAY_AUTH_MODE := token
 CONFIG ?= configs/local.yaml
 # run.name of CONFIG (the run directory under runs/); read when the demo ends, with the venv's yaml.
-RUN_NAME = $(shell python -c 'import yaml; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')
+RUN_NAME = $(shell $(VENV)/bin/python -c 'import yaml; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')
 RAY_DASHBOARD ?= http://127.0.0.1:8265
 # Ray's own start/stop output goes here; the terminal gets one line per stage.
 RAY_LOG ?= $(CURDIR)/runs/ray-head.log
@@ -22,14 +22,10 @@ RAY_LOG ?= $(CURDIR)/runs/ray-head.log
 RAY_HEAD_ARGS ?=
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
-# Ray job runtime_env: upload the repo without its heavy or generated folders (a .git upload over
-# 100 MiB fails the job), ship this checkout's package (py_modules go first on the job's PYTHONPATH, so
-# the job runs the code submitted, not another installed copy), and point the job at this checkout's
-# browser libraries.
-# RAY_JOB_STOP_WAIT_TIME_S: seconds `ray job stop` waits after SIGTERM before SIGKILL (Ray's default,
-# 3 s, is too short to close the browsers and finish the step being written; read by the job's
-# supervisor actor, which gets these env_vars).
-RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", ".venv-hpsv3", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
+# The job's runtime env (brushrl.ray_setup.job_runtime_env: this checkout as working dir and first on
+# the job's PYTHONPATH, its browser libraries, uploads without .git/.venv*/runs, 60 s for a graceful
+# `ray job stop`); read when a job is submitted, with the venv's Python.
+RUNTIME_ENV = $(shell $(VENV)/bin/python -c 'import json; from brushrl.ray_setup import job_runtime_env; print(json.dumps(job_runtime_env("$(CURDIR)")))')
 
 .PHONY: help setup chromium demo submit test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean
 
@@ -95,7 +91,7 @@ ray-stop:
 # Submit the training job to the Ray head at RAY_DASHBOARD (already running: `make ray-start`, or a
 # cluster's head through `ray dashboard`); ARGS go to rayjobs/train.py, e.g. ARGS="--steps 5".
 submit:
-	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
+	ray job submit --address $(RAY_DASHBOARD) --runtime-env-json '$(RUNTIME_ENV)' \
 	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs $(ARGS)
 
 # Ends with the run's summary (brushrl summary): the job's log scrolls above it.

@@ -141,7 +141,7 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
 
 @pytest.mark.slow
 def test_ray_job_submit(tmp_path, fresh_ray):
-    """``ray job submit`` of rayjobs/train.py against a local head, with the Makefile's runtime_env."""
+    """``ray job submit`` of rayjobs/train.py against a local head, with the runtime env ``make submit`` uses."""
     from test_ray_job import LocalHead  # free ports, private temp dir, retried start, token auth
 
     head = LocalHead(tmp_path)
@@ -149,11 +149,9 @@ def test_ray_job_submit(tmp_path, fresh_ray):
     try:
         overrides = small_overrides(tmp_path, steps=1)
         sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
-        runtime_env = {
-            "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"],
-            "env_vars": {"BRUSHRL_JS_DIR": str(ROOT / "js"), "OMP_NUM_THREADS": "1"},
-        }
-        out = head.job("submit", "--working-dir", str(ROOT), "--runtime-env-json", json.dumps(runtime_env), "--",
+        from brushrl.ray_setup import job_runtime_env
+
+        out = head.job("submit", "--runtime-env-json", json.dumps(job_runtime_env(ROOT)), "--",
                        "python", "rayjobs/train.py", "--config", "configs/local.yaml", *sets, timeout=900)
         log = out.stdout + out.stderr
         assert out.returncode == 0, log[-4000:]

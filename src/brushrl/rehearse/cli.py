@@ -22,18 +22,6 @@ from brushrl.config import ConfigError, load_config
 from brushrl.rehearse.overrides import as_set_args, rehearsal_overrides
 from brushrl.rehearse.standins import ROOT, MissingEnv, prepare
 
-#: Left out of the job's upload (Ray gitignore-style patterns): history, envs, runs, caches.
-EXCLUDES = [".git", ".venv*", "runs", ".cache", "js/node_modules", "**/__pycache__"]
-
-
-def job_runtime_env(root: Path = ROOT) -> dict:
-    """The job's runtime env: this checkout's package as ``py_modules`` (so the job runs this code),
-    its browser libraries, one thread per actor, and 60 s for a graceful ``ray job stop`` (the same
-    as the Makefile's ``RUNTIME_ENV``)."""
-    return {"working_dir": str(root), "py_modules": [str(root / "src/brushrl")], "excludes": EXCLUDES,
-            "env_vars": {"BRUSHRL_JS_DIR": str(root / "js"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-                         "RAY_JOB_STOP_WAIT_TIME_S": "60", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}}
-
 
 def run_rehearse(args: argparse.Namespace) -> int:
     """0: the job finished; 1: it failed; 2: bad config or a missing env."""
@@ -73,7 +61,7 @@ def run_rehearse(args: argparse.Namespace) -> int:
     try:
         address = args.address
         if not address:
-            from brushrl.rehearse.head import PrivateHead
+            from brushrl.ray_setup import PrivateHead  # imports Ray: only when a head is needed
 
             head = PrivateHead(work / "ray-head.log", num_cpus=args.num_cpus)
             address = head.start()
@@ -94,8 +82,10 @@ def run_rehearse(args: argparse.Namespace) -> int:
 def _submit(address: str, config: Path, sets: list[str], work: Path, env: dict | None) -> tuple[int, float]:
     """``ray job submit`` of ``rayjobs/train.py --config CONFIG --set ...`` to ``address``, its log
     streamed to stdout and ``work/job.log``; returns (exit code, seconds)."""
+    from brushrl.ray_setup import job_runtime_env
+
     cmd = [str(Path(sys.executable).parent / "ray"), "job", "submit", "--address", address,
-           "--runtime-env-json", json.dumps(job_runtime_env()), "--",
+           "--runtime-env-json", json.dumps(job_runtime_env(ROOT, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")), "--",
            "python", "rayjobs/train.py", "--config", str(config), *[a for s in sets for a in ("--set", s)]]
     t0 = time.monotonic()
     with open(work / "job.log", "w") as log:

@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from brushrl.ray_setup import free_port
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +86,6 @@ def server_command(serve: dict, served_name: str, host: str, port: int, python: 
     return cmd + [str(a) for a in serve.get("extra_args", [])]
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def _node_ip() -> str:
     try:
         import ray
@@ -127,7 +122,7 @@ class JudgeServer:
     def __init__(self, serve: dict, served_name: str, index: int = 0, log_dir: str | None = None):
         self.serve, self.index = serve, index
         self.host = _node_ip()
-        self.port = _free_port(self.host)
+        self.port = free_port(self.host)
         folder = Path(log_dir or os.environ.get("TMPDIR", "/tmp"))
         folder.mkdir(parents=True, exist_ok=True)
         self.log_path = folder / f"judge-server-{index}.log"
