@@ -4,8 +4,8 @@ across ranks, a dying worker, the per-worker memory formula, token sharding, MoE
 Real parts: a local Ray cluster, torch.distributed on gloo, DeepSpeed 0.19 ZeRO, TRL's GRPO loss, PEFT
 LoRA and the tiny Qwen3 of ``test_learner``. Every group waits on Ray results (events), never on time.
 
-Measured agreement of 2 workers with 1 (fp32, one step, 5 samples, 2 micro-batches per rank, one
-zero-weight micro-batch on rank 1, lr 1e-3): loss |diff| 2.2e-8 for ZeRO-2 and ZeRO-3; grad norm
+Measured agreement of 2 workers with 1 (fp32, one step, 5 samples, 2 micro-batches per rank, the
+second one padding-only on rank 1, lr 1e-3): loss |diff| 2.2e-8 for ZeRO-2 and ZeRO-3; grad norm
 identical (ZeRO-2) or 1.2e-8 relative (ZeRO-3); LoRA weights max |diff| 8.0e-6 (ZeRO-2) and 1.6e-6
 (ZeRO-3), in one element of a ``lora_B`` whose gradient is ~0: Adam's first step is ~lr * sign(g), so
 float-order noise in a near-zero gradient moves that element by up to ~1% of lr; typical elements
@@ -26,7 +26,7 @@ from brushrl.config import BrushRLConfig, ConfigError, LearnerConfig, parse_conf
 from brushrl.learner import make_learner_actor
 from brushrl.learner.grpo import GRPOLearner
 from brushrl.learner.memory import learner_memory_per_worker
-from brushrl.learner.shard import micro_batch_count, shard_by_tokens
+from brushrl.learner.shard import micro_batch_sizes, shard_by_tokens
 from brushrl.learner.moe import expert_lora_targets, lora_targets, moe_block_classes, set_leaf_modules
 from brushrl.learner.zero_checkpoint import LEARNER_STATE, ZeroCheckpoint
 from brushrl.orchestrator.ray_setup import start_local_ray
@@ -76,8 +76,9 @@ def test_token_shards_partition_the_batch_and_balance_it():
     assert abs(loads[0] - loads[1]) <= max(tokens) // 2
     assert shard_by_tokens(tokens, 2) == shards  # every rank computes the same split
     assert shard_by_tokens([7], 3) == [[0], [], []]
-    assert micro_batch_count(shard_by_tokens([7], 3), 2) == 1
-    assert micro_batch_count([[0, 1, 2], [3, 4]], 2) == 2
+    assert micro_batch_sizes(shard_by_tokens([7], 3), 2) == [1]  # ranks 1, 2: one padding row
+    assert micro_batch_sizes([[0, 1, 2], [3, 4]], 2) == [2, 1]  # rank 1: a padding-only micro-batch
+    assert micro_batch_sizes([[0, 1, 2], [3, 4]], 8) == [3]  # rank 1: 2 samples + 1 padding row
 
 
 @pytest.mark.parametrize("learner, message", [
@@ -168,7 +169,7 @@ def ray_cluster():
 
 
 def _batches():
-    """Two steps' groups: 3 + 2 samples of different lengths (rank 1 runs one zero-weight micro-batch),
+    """Two steps' groups: 3 + 2 samples of different lengths (rank 1's second micro-batch is padding),
     behaviour log-probs from the initial policy."""
     ref = GRPOLearner(tiny_model(seed=3), tiny_tokenizer(), LearnerConfig(**LEARNER), total_steps=10)
     out = []

@@ -26,7 +26,8 @@ versions old) logged each token's log-prob. Two ways to use them, both through T
 Data parallelism. With ``learner.strategy: deepspeed`` one ``GRPOLearner`` runs in each of W worker
 processes (``brushrl.learner.group``), under DeepSpeed ZeRO (``brushrl.learner.zero``). Every rank
 gets the whole step batch, filters it and computes advantages identically, takes its shard
-(``brushrl.learner.shard.shard_by_tokens``) and runs the same number of micro-batches; each
+(``brushrl.learner.shard.shard_by_tokens``) and runs micro-batches with the same row counts as the
+other ranks, padded with masked-out rows (``brushrl.learner.shard.micro_batch_sizes``); each
 micro-batch loss is scaled so that the ranks' losses sum to the full-batch loss, times W because
 ZeRO averages gradients over the ranks. The last backward performs the single optimizer step.
 """
@@ -52,7 +53,7 @@ from brushrl.learner.advantages import ACCEPTED, GroupFilter, batch_advantages
 from brushrl.learner.batch import collate
 from brushrl.learner.rng import rng_state, set_rng_state
 from brushrl.learner.samples import TrainSample, as_train_sample
-from brushrl.learner.shard import micro_batch_count, shard_by_tokens
+from brushrl.learner.shard import micro_batch_sizes, shard_by_tokens
 from brushrl.learner.zero_checkpoint import LEARNER_STATE, ZeroCheckpoint
 from brushrl.types import Sample
 
@@ -375,13 +376,13 @@ class GRPOLearner:
             return self.world_size * float(batch["completion_mask"].sum()) / n_tokens
         return 1.0
 
-    def _my_micro_batches(self, samples: list[TrainSample]) -> list[list[int] | None]:
-        """This rank's micro-batches as index lists into ``samples``; None marks a zero-weight
-        micro-batch a rank with fewer samples runs so that every rank calls the model and the
-        engine equally often (``brushrl.learner.shard.micro_batch_count``)."""
+    def _my_micro_batches(self, samples: list[TrainSample]) -> list[tuple[list[int], int]]:
+        """This rank's micro-batches: (indices into ``samples``, rows). Rows beyond the indices are
+        padding, the same on every rank (``brushrl.learner.shard.micro_batch_sizes``); one rank
+        gives exactly the single learner's micro-batches."""
         shards = shard_by_tokens([len(s.prompt_ids) + len(s.completion_ids) for s in samples], self.world_size)
         mine, size = shards[self.rank], self.micro_batch_size
-        return [mine[k * size:(k + 1) * size] or None for k in range(micro_batch_count(shards, size))]
+        return [(mine[k * size:(k + 1) * size], rows) for k, rows in enumerate(micro_batch_sizes(shards, size))]
 
     def _reduce(self, values: list[float], op=None) -> list[float]:
         """``values`` combined element-wise over the ranks (``torch.distributed.ReduceOp``, default
@@ -406,9 +407,10 @@ class GRPOLearner:
             weight = torch.clamp(ratio, max=self.truncated_is_clip)
             inputs["advantages"] = batch["advantages"].unsqueeze(1) * weight
             real = mask.bool()
-            stats["is_ratio_sum"] += float(ratio[real].sum())
-            stats["is_ratio_max"] = max(stats["is_ratio_max"], float(ratio[real].max()))
-            stats["is_truncated"] += float((ratio[real] > self.truncated_is_clip).sum())
+            if real.any():  # a padding-only micro-batch (DeepSpeed, short shard) has no real token
+                stats["is_ratio_sum"] += float(ratio[real].sum())
+                stats["is_ratio_max"] = max(stats["is_ratio_max"], float(ratio[real].max()))
+                stats["is_truncated"] += float((ratio[real] > self.truncated_is_clip).sum())
         if self.cfg.beta != 0.0:
             with self.model.disable_adapter():
                 inputs["ref_per_token_logps"] = self._token_logps(batch)
@@ -463,17 +465,21 @@ class GRPOLearner:
         stats = {"is_ratio_sum": 0.0, "is_ratio_max": 0.0, "is_truncated": 0.0}
         loss_total = 0.0
         micro_batches = self._my_micro_batches(samples)
-        for k, idx in enumerate(micro_batches):
-            real = idx is not None
-            idx = idx if real else [0]
-            batch = collate([samples[i] for i in idx], [advantages[i] for i in idx], self.pad_token_id, self.device)
-            inputs = self._loss_inputs(batch, n_tokens, stats if real else dict(stats))
+        for k, (idx, rows) in enumerate(micro_batches):
+            # Padding rows repeat sample 0 with advantage 0 and an all-zero completion mask: every
+            # TRL loss and metric masks by it, so they add nothing (their NaN per-sequence metrics
+            # are skipped by TRL's nanmin/nanmax).
+            pad = rows - len(idx)
+            batch = collate([samples[i] for i in idx + [0] * pad], [advantages[i] for i in idx] + [0.0] * pad,
+                            self.pad_token_id, self.device)
+            batch["completion_mask"][len(idx):] = 0
+            inputs = self._loss_inputs(batch, n_tokens, stats)
             with self.trainer.compute_loss_context_manager():
                 # Through the engine, as the HF Trainer passes ``model_wrapped``: DeepSpeed's forward
                 # advances ZeRO's micro-step counter, without which ZeRO-3 overwrites the gradient
                 # partitions of earlier micro-batches instead of accumulating them (measured).
                 loss = self.trainer.compute_loss(self.trainer.model_wrapped, inputs)
-            loss = loss * (self._micro_weight(batch, n_samples, n_tokens) if real else 0.0)
+            loss = loss * self._micro_weight(batch, n_samples, n_tokens)
             # DeepSpeed steps inside the backward that has sync_gradients set (as the HF Trainer's loop
             # sets it per micro-step); without DeepSpeed the flag changes nothing here.
             accelerator.gradient_state._set_sync_gradients(k == len(micro_batches) - 1)

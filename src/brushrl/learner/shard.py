@@ -1,7 +1,7 @@
 """Split one learner step's samples over data-parallel workers, balancing tokens.
 
 Every worker computes the same split from the same full batch (no communication), so each knows
-its own shard and how many micro-batches the others run.
+its own shard and the micro-batch shapes the others run.
 """
 
 from __future__ import annotations
@@ -40,8 +40,17 @@ def shard_by_tokens(tokens: Sequence[int], workers: int) -> list[list[int]]:
     return [sorted(s) for s in shards]
 
 
-def micro_batch_count(shards: Sequence[Sequence[int]], micro_batch_size: int) -> int:
-    """Micro-batches every worker runs: the most any shard needs, at least 1. Workers with fewer
-    real ones run zero-weight micro-batches, because ZeRO's collectives (gradient reduce-scatter,
-    ZeRO-3 weight gathers) and TRL's metric gathers need the same calls on every rank."""
-    return max(1, max(math.ceil(len(s) / micro_batch_size) for s in shards))
+def micro_batch_sizes(shards: Sequence[Sequence[int]], micro_batch_size: int) -> list[int]:
+    """Rows of each micro-batch, the same on every rank: micro-batch k takes the next up to
+    ``micro_batch_size`` samples of each shard and has as many rows as the fullest shard puts there
+    (at least 1). A rank with fewer samples there fills its rows with masked-out padding. Every rank
+    must run the same micro-batches with the same row counts: ZeRO's collectives (gradient
+    reduce-scatter, ZeRO-3 weight gathers) run per forward/backward, and TRL's loss gathers
+    per-sequence metrics with ``accelerator.gather``, which needs equal shapes on all ranks.
+
+    Returns:
+        Row counts ``b_k``, one per micro-batch (one micro-batch of 1 row when every shard is empty).
+    """
+    longest = max(len(s) for s in shards)
+    return [max(1, min(micro_batch_size, longest - k * micro_batch_size))
+            for k in range(max(1, math.ceil(longest / micro_batch_size)))]

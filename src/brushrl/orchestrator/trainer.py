@@ -201,6 +201,9 @@ class Trainer:
         self._actors.append(rollout)
         scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
         self._actors.extend(scorers.values())
+        info = ray.get(learner.describe.remote())  # waits for the learner (and its workers) to be built
+        self._say(f"[brushrl] learner: {info['strategy']}; {info['trainable_params']:,} of "
+                  f"{info['total_params']:,} parameters trainable")
         producer = GroupProducer(cfg, rollout, render_pool, scorers, pool, random.Random(cfg.run.seed))
         ledger = GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
         first_step = 1
