@@ -14,11 +14,14 @@ differ by ~1e-7. Tolerances below leave headroom over these.
 
 from __future__ import annotations
 
+import gc
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
 import torch
+from ray.util.placement_group import placement_group_table
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 import test_learner
@@ -233,6 +236,12 @@ def test_two_workers_take_the_single_learners_step(ray_cluster, reference, stage
     assert _compare(_lora(ray, group), after) <= WEIGHT_TOL
     if stage != 3:
         ray.kill(group)
+        del group  # its placement group goes with the handle (brushrl.learner.group.make_learner_group)
+        gc.collect()
+        deadline = time.monotonic() + 120
+        while any(v["state"] != "REMOVED" for v in placement_group_table().values()):
+            assert time.monotonic() < deadline, placement_group_table()
+            time.sleep(0.2)
         return
 
     ckpt = tmp_path / "step_0001"

@@ -2,10 +2,10 @@
 
 :class:`LearnerGroup` is a Ray actor with the methods of :class:`~brushrl.learner.actor.LearnerActor`
 (``step``, ``adapter_state``, ``save_adapter``, ``save_state``, ``load_state``, ``policy_version``,
-``completion_logprobs``, ``describe``), so the driver's ``LearnerSide`` is unchanged. It owns a
-placement group of W bundles (one per worker: ``learner.num_cpus`` CPUs plus what
-``resources.learner`` asks for, e.g. one GPU; strategy ``PACK``: one node when it fits, else spread)
-and W :class:`LearnerWorker` actors, rank r in bundle r. Rank 0 publishes its node address and a
+``completion_logprobs``, ``describe``), so the driver's ``LearnerSide`` is unchanged. It owns W
+:class:`LearnerWorker` actors, rank r in bundle r of a placement group of W bundles (one per worker:
+``learner.num_cpus`` CPUs plus what ``resources.learner`` asks for, e.g. one GPU; strategy ``PACK``:
+one node when it fits, else the fewest nodes) that :func:`make_learner_group` reserves. Rank 0 publishes its node address and a
 free port; every rank then builds its ``GRPOLearner``, which joins torch.distributed (NCCL on GPUs,
 gloo on CPU) under DeepSpeed ZeRO (``brushrl.learner.zero``).
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import socket
+import weakref
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
@@ -81,15 +82,29 @@ class LearnerWorker(LearnerActor):
         return state if self.rank == 0 else None
 
 
+def _worker_options(cfg: BrushRLConfig) -> dict:
+    """Ray options of one worker: ``learner.num_cpus`` CPUs plus ``resources.learner`` (GPUs, memory, custom)."""
+    from brushrl.plan.resources import ray_options
+
+    return {"num_cpus": cfg.learner.num_cpus, **ray_options(cfg.resources.learner)}
+
+
+def _bundle(options: dict) -> dict:
+    """The placement-group bundle that holds one worker with ``options``."""
+    keys = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
+    return {**options.get("resources", {}), **{keys[k]: v for k, v in options.items() if k in keys}}
+
+
 class LearnerGroup:
-    """W :class:`LearnerWorker` ranks in a placement group, behind the :class:`LearnerActor` methods
-    (module docstring). Runs as a Ray actor that reserves no CPU; the constructor returns once every
-    rank has built its learner.
+    """W :class:`LearnerWorker` ranks in placement group ``pg``, behind the :class:`LearnerActor`
+    methods (module docstring). Runs as a Ray actor that reserves no CPU; the constructor returns
+    once every rank has built its learner.
 
     Args:
         cfg: the run config (``learner.workers``, ``learner.num_cpus`` and ``resources.learner`` per
             worker, ``learner.deepspeed``).
         total_steps: optimizer steps of the run.
+        pg: a placement group of ``learner.workers`` bundles of :func:`_bundle` (:func:`make_learner_group`).
         policy_loader: see :class:`LearnerActor`.
         learner_kwargs: extra ``GRPOLearner`` keyword arguments.
 
@@ -97,27 +112,19 @@ class LearnerGroup:
         LearnerWorkerError: the bundles were not placed within ``PLACEMENT_TIMEOUT_S``, or a rank failed to start.
     """
 
-    def __init__(self, cfg: BrushRLConfig, total_steps: int, policy_loader: PolicyLoader | None = None,
+    def __init__(self, cfg: BrushRLConfig, total_steps: int, pg, policy_loader: PolicyLoader | None = None,
                  learner_kwargs: dict | None = None) -> None:
-        from brushrl.plan.resources import ray_options
-
         self._broken: str | None = None
-        n = cfg.learner.workers
-        options = ray_options(cfg.resources.learner)
-        bundle = {"CPU": cfg.learner.num_cpus, **options.get("resources", {})}
-        bundle |= {key: options[k] for k, key in (("num_gpus", "GPU"), ("memory", "memory")) if k in options}
-        self.pg = placement_group([dict(bundle) for _ in range(n)], strategy="PACK")
+        self.pg, n, options = pg, cfg.learner.workers, _worker_options(cfg)
         try:
             ray.get(self.pg.ready(), timeout=PLACEMENT_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
-            remove_placement_group(self.pg)
-            raise LearnerWorkerError(f"learner placement group of {n} x {bundle} not placed within "
+            raise LearnerWorkerError(f"learner placement group of {n} x {_bundle(options)} not placed within "
                                      f"{PLACEMENT_TIMEOUT_S:.0f} s (learner.workers, resources.learner)") from None
         threads = str(cfg.policy.torch_threads)
         remote_cls = ray.remote(LearnerWorker)
         self._workers = [
             remote_cls.options(
-                num_cpus=cfg.learner.num_cpus,
                 **options,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=r),
                 runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
@@ -160,7 +167,7 @@ class LearnerGroup:
     def _stop_workers(self) -> None:
         for w in self._workers:
             ray.kill(w, no_restart=True)
-        remove_placement_group(self.pg)
+        _remove(self.pg)
 
     # ---------------------------------------------------------- LearnerActor API
     def step(self, groups) -> dict[str, float]:
@@ -204,9 +211,29 @@ class LearnerGroup:
         return list(self._workers)
 
 
+def _remove(pg) -> None:
+    """Remove a placement group if Ray still runs (idempotent)."""
+    try:
+        if ray.is_initialized():
+            remove_placement_group(pg)
+    except Exception:  # noqa: BLE001 - already removed, or Ray going down
+        pass
+
+
 def make_learner_group(cfg: BrushRLConfig, total_steps: int, *, policy_loader: PolicyLoader | None = None,
                        **learner_kwargs) -> "ray.actor.ActorHandle":
     """Start a :class:`LearnerGroup` actor (``learner.strategy: deepspeed``); arguments as
-    :func:`brushrl.learner.actor.make_learner_actor`. Killing the returned actor ends its workers
-    (Ray fate-shares actors with their owner) and frees their placement group."""
-    return ray.remote(LearnerGroup).options(num_cpus=0).remote(cfg, total_steps, policy_loader, learner_kwargs)
+    :func:`brushrl.learner.actor.make_learner_actor`. Returns at once; the group waits for its
+    placement group and builds the ranks in the background.
+
+    Lifetimes: killing the returned actor ends its workers (Ray fate-shares actors with their owner),
+    but not a placement group it would have created (measured with Ray 2.60: still reserved 120 s
+    after the creator actor was killed). So the placement group is created here, by the caller, and
+    removed when the returned handle is garbage-collected (a run's ``Trainer`` going away, e.g.
+    between ``brushrl bench`` runs) or when the group fails; otherwise when the job ends.
+    """
+    bundle = _bundle(_worker_options(cfg))
+    pg = placement_group([dict(bundle) for _ in range(cfg.learner.workers)], strategy="PACK")
+    handle = ray.remote(LearnerGroup).options(num_cpus=0).remote(cfg, total_steps, pg, policy_loader, learner_kwargs)
+    weakref.finalize(handle, _remove, pg).atexit = False
+    return handle
