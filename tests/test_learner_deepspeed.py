@@ -32,7 +32,7 @@ from brushrl.learner.memory import learner_memory_per_worker
 from brushrl.learner.shard import micro_batch_sizes, shard_by_tokens
 from brushrl.learner.moe import expert_lora_targets, lora_targets, moe_block_classes, set_leaf_modules
 from brushrl.learner.zero_checkpoint import LEARNER_STATE, ZeroCheckpoint
-from brushrl.orchestrator.ray_setup import start_local_ray
+from brushrl.ray_setup import start_local_ray
 from test_learner import TrainSample, lora_and_base, random_ids, tiny_model, tiny_tokenizer
 
 #: |loss(2 workers) - loss(1 worker)| after one step; also resumed vs uninterrupted. Measured 2.2e-8.
