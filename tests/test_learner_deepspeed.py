@@ -99,7 +99,7 @@ def test_config_refuses_more_workers_than_gpus():
     node = {"cpus": 32, "gpus": 4, "memory_gb": 500, "count": 2}
     placement = {"node": "gpu", "num_gpus": 1}
     data = {"learner": {"strategy": "deepspeed", "workers": 9},
-            "resources": {"nodes": {"gpu": node}, **{a: {"node": "gpu"} for a in ("rollout", "scorer", "renderer")},
+            "resources": {"nodes": {"gpu": node}, **{a: {"node": "gpu"} for a in ("rollout", "scorer", "hpsv3", "judge", "renderer")},
                           "learner": placement}}
     with pytest.raises(ConfigError, match=r"learner.workers: 9 workers x 1.0 GPU need 9 GPUs; node kind 'gpu' has 8"):
         parse_config(data)
