@@ -37,13 +37,16 @@ STATIC_REASONS: dict[str, str] = {
     TRUNCATED: "the code stops mid-construct: a parse error or unclosed bracket/string at its end",
     SYNTAX_ERROR: "tree-sitter found ERROR/MISSING nodes (or JSX/module syntax) elsewhere",
     EXTERNAL_ACCESS: (
-        "reaches outside the sketch: network, DOM, storage, eval/Function, global object, "
-        "p5 loaders and DOM makers, prototype/constructor tricks, runtime-built property names, "
-        "URL/data: strings, `with`, `import`"
+        "reaches outside the sketch: network, DOM, storage, eval/Function, global object (also "
+        "through `this` that can be window), p5 loaders and DOM makers, prototype/constructor "
+        "tricks, member names computed at run time on values the sketch did not build, URL/data: "
+        "strings, `with`, `import`, entry points that are not plain functions"
     ),
     TEXT_LABEL: "draws or styles text (text, textFont, textSize, ..., FontFace)",
     PIXEL_ACCESS: (
-        "reads/writes pixels or bypasses brush rendering (pixels, get/set, image, shaders, filter)"
+        "reads/writes pixels or bypasses brush rendering (pixels, get/set, image, shaders, filter, "
+        "the renderer behind a p5 object), or lets a p5 object escape where the gate cannot "
+        "follow it"
     ),
     BARE_PRIMITIVES: "draws with p5's own shapes (rect, ellipse, beginShape, box, ...)",
     UNKNOWN_BRUSH_METHOD: (
@@ -51,8 +54,9 @@ STATIC_REASONS: dict[str, str] = {
     ),
     NOT_WHITELISTED: "a real brush method outside gate.whitelist (if gate.enforce_whitelist)",
     DISALLOWED_GLOBAL: (
-        "a global that is neither declared by the sketch, brush, an allowlisted p5 global nor an "
-        "allowed ECMAScript built-in (e.g. p5's own fill, millis, ArrayBuffer, an undefined name)"
+        "a global (or a member of a p5 object or of `this` that can be window) that is neither "
+        "declared by the sketch, brush, an allowlisted p5 global nor an allowed ECMAScript "
+        "built-in (e.g. p5's own fill, millis, ArrayBuffer, an undefined name)"
     ),
     MISSING_SETUP: "no top-level `function setup` (or `var setup = function`) for p5 to find",
     NAME_COLLISION: (
