@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from brushrl.metrics import PipelineMetrics, quantile
+from brushrl.metrics import PipelineMetrics, count_unisolated_renderer, quantile
 from brushrl.orchestrator.ray_setup import start_local_ray
 from test_cluster import emitted_metrics
 from conftest import free_port
@@ -85,6 +85,7 @@ def _publish_and_scrape() -> None:
         counts = {"render": {"ok": 3}, "gate": {"pass": 3, "external_access": 1}, "none": {"render_infra": 1},
                   "groups": {"accepted": 1}, "scorer_none": {"judge:timeout": 1}}
         m.publish(record, counts, [1.0, 2.0, 3.0])
+        count_unisolated_renderer()  # what a renderer actor started with network_isolation: none does
         wanted = documented_metrics()
         deadline, text = time.time() + 60, ""
         while time.time() < deadline:

@@ -14,6 +14,7 @@ brushrl_scorer_none_total              counter    samples one scorer could not s
 brushrl_groups_total                   counter    groups by outcome; tag ``status`` (accepted/zero_variance/too_few_valid)
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
+brushrl_renderers_unisolated_total     counter    browsers a renderer started without a network namespace (render.network_isolation: none)
 =====================================  =========  ==========================================
 =======
 Names, kinds and labels are documented in docs/metrics.md (a test keeps that table, this module,
@@ -41,6 +42,25 @@ def quantile(xs: list[float], q: float) -> float:
     return float(np.quantile(xs, q)) if xs else 0.0
 
 
+
+
+#: ``brushrl_renderers_unisolated_total``: name and description, shared by the driver's
+#: ``PipelineMetrics`` and the renderer processes that count (``count_unisolated_renderer``).
+UNISOLATED = ("brushrl_renderers_unisolated_total",
+              "Browsers a renderer started without a network namespace (render.network_isolation: none)")
+_unisolated: list = []  # this process's counter, created on first use
+
+
+def count_unisolated_renderer() -> None:
+    """Count one browser started without a network namespace, from the process that started it (a
+    renderer actor). Does nothing outside Ray (a CLI render, a test without a cluster)."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    if not _unisolated:
+        _unisolated.append(rm.Counter(*UNISOLATED))
+    _unisolated[0].inc()
 
 
 class PipelineMetrics:
@@ -73,6 +93,9 @@ class PipelineMetrics:
         self.sync_s = rm.Gauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
         self.version = rm.Gauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
         self.ledger = rm.Gauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
+        # Incremented by the renderer actors (count_unisolated_renderer); declared here so that the
+        # driver's metric table is complete.
+        self.unisolated = rm.Counter(*UNISOLATED)
         # Measured with Ray 2.60: one gauge that was declared but never set made the node's exporter
         # drop *every* gauge (counters still came through), so each gauge starts at 0.
         for state in LEDGER_STATES:

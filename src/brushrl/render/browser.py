@@ -5,9 +5,10 @@ each sketch in a fresh browser context + page, i.e. a fresh JS realm with no sto
 the previous sketch. The page is the harness of ``brushrl.render.harness``; the network is closed
 by ``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
 (``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``), deleted WebRTC
-constructors and, where the machine allows, an empty network namespace around Chromium
-(``brushrl.render.netns``). Dialogs are dismissed, popups closed, downloads refused, and every
-refusal is listed in ``RenderResult.refused``. While it waits, the renderer samples the browser's
+constructors, Chromium's flags (``BASE_ARGS``) and an empty network namespace around Chromium
+(``brushrl.render.netns``; a renderer refuses to start without one unless the config opts out).
+Dialogs are dismissed, popups closed, downloads refused, and every refusal is listed in
+``RenderResult.refused``. While it waits, the renderer samples the browser's
 processes (``brushrl.render.procs``): CPU core-seconds and peak memory go into the result, and a
 page whose renderer process passes the memory cap is killed.
 
@@ -31,6 +32,7 @@ Outcome classification (``RenderResult.status``):
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
 import signal
@@ -51,9 +53,15 @@ from brushrl.render.netns import network_launcher
 from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
 from brushrl.types import RenderResult
 
-#: Flags for every launch: no sandbox (we run as root), no background traffic of Chromium's own, and
-#: no WebRTC UDP (a sketch can still reach RTCPeerConnection through an about:blank iframe; without
-#: this flag its STUN packets reached a UDP listener on 127.0.0.1, measured).
+#: Flags for every launch: no sandbox (we run as root) and no traffic of Chromium's own. The rest
+#: is the second network layer, for a renderer without a namespace (``render.network_isolation:
+#: none``): every connection Chromium makes (page requests the route missed, preconnects,
+#: WebRTC's TCP TURN) goes to a proxy that does not exist, loopback included (Chromium bypasses a
+#: proxy for localhost by default: ``<-loopback>`` undoes that), WebRTC may use no UDP but the
+#: proxy's (none), and no DNS prefetch. Measured on a page without the harness, Chromium without a
+#: namespace (tests/test_sandbox.py): a frame's WebRTC with TURN over TCP, a link preconnect and a
+#: navigation made 2 TCP connections to a listener on 127.0.0.1 without the proxy flags, none with.
+DEAD_PROXY = "socks5://255.255.255.255:9"
 BASE_ARGS = (
     "--no-sandbox",
     "--disable-background-networking",
@@ -62,6 +70,10 @@ BASE_ARGS = (
     "--no-first-run",
     "--disable-quic",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy",
+    f"--proxy-server={DEAD_PROXY}",
+    "--proxy-bypass-list=<-loopback>",
+    "--dns-prefetch-disable",
 )
 
 #: Software WEBGL backends (measured on Chromium 156, docs/perf/render.md).
@@ -75,6 +87,8 @@ GL_ARGS = {
     "swiftshader": ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu"),
     "llvmpipe": ("--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"),
 }
+
+log = logging.getLogger(__name__)
 
 POLL_MS = 40
 """How often (ms) Python checks for the page's report; the wait runs in the Playwright driver."""
@@ -135,11 +149,13 @@ class Renderer:
             starts with ``MEMORY_CAP``; the browser lives on. V8's old space is limited to half of
             it with ``--js-flags=--max-old-space-size`` (an ArrayBuffer is not V8 heap, hence the
             RSS watch). Checked every ``POLL_MS``.
-        network_isolation: ``"auto"`` / ``"netns"`` / ``"none"``: run Chromium in an empty network
-            namespace (``brushrl.render.netns``); ``self.netns`` says whether it is.
+        network_isolation: ``"netns"``: run Chromium in an empty network namespace, or raise
+            where there is none (``brushrl.render.netns``); ``"none"``: explicitly without one
+            (logged as a warning and counted). ``self.netns`` says which.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
+        RuntimeError: ``network_isolation="netns"`` and this machine has no network namespaces.
         playwright.sync_api.Error: Chromium cannot be launched.
     """
 
@@ -151,7 +167,7 @@ class Renderer:
         actor_id: str = "local",
         extra_args: tuple[str, ...] = (),
         memory_cap_mb: int | None = 2048,
-        network_isolation: str = "auto",
+        network_isolation: str = "netns",
     ):
         self._assets = load_assets(Path(js_dir) if js_dir else None)
         self._marker = new_marker()
@@ -161,6 +177,13 @@ class Renderer:
         self.procs: ChromiumProcesses | None = None
         """The browser's processes (None if they could not be found: no CPU/memory figures, no cap)."""
         self._chromium, self.netns = network_launcher(chromium_path, network_isolation)
+        if not self.netns:
+            log.warning("renderer %s: Chromium runs WITHOUT a network namespace (render.network_isolation: "
+                        "none); only the page's defences and the launch flags keep it off the network",
+                        actor_id)
+            from brushrl.metrics import count_unisolated_renderer
+
+            count_unisolated_renderer()
         self.gl_backend = gl_backend
         self.actor_id = actor_id
         self._pw = _acquire_playwright()
