@@ -3,6 +3,7 @@ checks on real PNGs, the CLI, and the name tables against the installed p5/p5.br
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -229,6 +230,22 @@ def test_runtime_infra_is_not_a_verdict():
         check_runtime(
             RenderResult(status="ok", png=b"GIF89a" + bytes(30), paint_fraction=0.5), CFG, SIZE
         )
+
+
+def test_runtime_fails_what_the_sandbox_refused_whatever_the_picture():
+    painted = _ok(_png(SIZE, painted=True))
+    refused = dataclasses.replace(painted, refused=["dialog alert: hi"])
+    assert check_runtime(refused, CFG, SIZE).verdict == R.SANDBOX_VIOLATION
+    surfaces = dataclasses.replace(painted, forbidden={"webgl2.clear": 1, "p5.text": 2})
+    verdict = check_runtime(surfaces, CFG, SIZE)
+    assert verdict.verdict == R.SANDBOX_VIOLATION and "webgl2.clear x1" in verdict.detail
+    p5_only = dataclasses.replace(painted, forbidden={"p5.rect": 1, "p5.text": 2, "p5.drawingContext": 1})
+    assert check_runtime(p5_only, CFG, SIZE).verdict == R.TEXT_LABEL  # the first by static priority
+    errored = RenderResult(status="error", js_errors=["x"], forbidden={"p5.image": 1})
+    assert check_runtime(errored, CFG, SIZE).verdict == R.PIXEL_ACCESS  # refusals outrank the error
+    off_list = dataclasses.replace(painted, brush_calls={"circle": 1, "set": 1})
+    assert check_runtime(off_list, CFG, SIZE).verdict == R.NOT_WHITELISTED
+    assert check_runtime(off_list, GateConfig(enforce_whitelist=False), SIZE).passed
 
 
 def test_png_size_reads_ihdr():

@@ -3,7 +3,9 @@
 A failing gate scores 0; a passing one lets the sample be scored. The policy writes arbitrary
 JavaScript, so the gate is a security and anti-reward-hacking boundary: it parses the sketch with
 tree-sitter and judges what the code does (scope-resolved names, member accesses, call shapes),
-never words in comments or strings. The renderer's sandbox (blocked network) is the second layer.
+never words in comments or strings. The renderer's sandbox is the second layer, independent of
+the first: the page refuses and reports every call the sketch makes outside the allowlist
+(brushrl.render.harness), and Chromium runs in an empty network namespace.
 
 API::
 
@@ -51,9 +53,13 @@ wrong_canvas_size       createCanvas size other than the literals (canvas_size, 
 no_painting_calls       no brush painting call (endShape, circle, rect, arc, line, spline, ...)
 ======================  ==========================================================================
 
-Runtime reason codes, checked in this order: ``render_error`` (the sketch threw),
-``render_timeout`` (deadline on every attempt), ``wrong_canvas_size`` (PNG IHDR size),
-``blank_canvas`` (``paint_fraction < gate.min_paint_fraction``).
+Runtime reason codes, checked in this order: ``sandbox_violation`` (the page refused a surface,
+DOM or window call, a navigation or a smuggled native function the sketch made, or the sandbox
+refused a request/dialog/popup/download: ``RenderResult.forbidden`` / ``refused``), the static
+code of a p5 function the page refused (``text_label`` for ``p5.text``), ``not_whitelisted``
+(brush methods the page counted), ``render_error`` (the sketch threw), ``render_timeout``
+(deadline on every attempt), ``wrong_canvas_size`` (PNG IHDR size), ``blank_canvas``
+(``paint_fraction < gate.min_paint_fraction``).
 
 The allowlists and deny lists are in :mod:`brushrl.gate.policy`; p5's global names and
 p5.brush's exports come from the installed libraries via :mod:`brushrl.gate.names`.

@@ -27,6 +27,7 @@ NOT_WEBGL = "not_webgl"
 WRONG_CANVAS_SIZE = "wrong_canvas_size"
 NO_PAINTING_CALLS = "no_painting_calls"
 
+SANDBOX_VIOLATION = "sandbox_violation"
 RENDER_ERROR = "render_error"
 RENDER_TIMEOUT = "render_timeout"
 BLANK_CANVAS = "blank_canvas"
@@ -71,8 +72,16 @@ STATIC_REASONS: dict[str, str] = {
     NO_PAINTING_CALLS: "no brush painting call (endShape, circle, rect, arc, line, spline, ...)",
 }
 
-#: Runtime reason codes, in the order they are checked, with what each one means.
+#: Runtime reason codes, in the order they are checked, with what each one means. A p5 function the
+#: page refused is reported with its static code (``text_label`` for ``p5.text``, ...), a brush
+#: method off the whitelist as ``not_whitelisted``; both rank after ``sandbox_violation``.
 RUNTIME_REASONS: dict[str, str] = {
+    SANDBOX_VIOLATION: (
+        "the page refused something the sketch did: a drawing/read-back surface (WebGL, 2D, the "
+        "canvas element), the DOM, a window function, a navigation, a smuggled native function "
+        "(RenderResult.forbidden), or the sandbox refused a request, dialog, popup, download "
+        "(RenderResult.refused)"
+    ),
     RENDER_ERROR: "the render status was `error`: the sketch threw",
     RENDER_TIMEOUT: "the render hit its deadline on every attempt",
     WRONG_CANVAS_SIZE: "the captured PNG is not canvas_size x canvas_size (PNG IHDR header)",
@@ -83,7 +92,9 @@ STATIC_PRIORITY: tuple[str, ...] = tuple(STATIC_REASONS)
 RUNTIME_ORDER: tuple[str, ...] = tuple(RUNTIME_REASONS)
 
 #: Every verdict the gate can return.
-ALL_VERDICTS: tuple[str, ...] = (PASS, *STATIC_PRIORITY, RENDER_ERROR, RENDER_TIMEOUT, BLANK_CANVAS)
+ALL_VERDICTS: tuple[str, ...] = (
+    PASS, *STATIC_PRIORITY, SANDBOX_VIOLATION, RENDER_ERROR, RENDER_TIMEOUT, BLANK_CANVAS
+)
 
 
 def priority(code: str) -> int:
