@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 #: The ten string-free brush methods of the HF reproduction's allowlist (its ``core/prompt.py``);
@@ -196,10 +196,22 @@ class RenderConfig(_Section):
     are cached (a timeout or infra failure may not repeat)."""
     cache_dir: str | None = None
     """Optional on-disk render cache folder shared by runs (null: memory only)."""
-    network_isolation: Literal["auto", "netns", "none"] = "auto"
-    """Run Chromium in an empty network namespace (``unshare -rn``): ``netns`` requires it, ``auto``
-    uses it where user namespaces work, ``none`` relies on route blocking + CSP + WebRTC policy
-    only, which let a navigation's preconnect reach 127.0.0.1 (measured; brushrl.render.netns)."""
+    network_isolation: Literal["netns", "none"] = "netns"
+    """Run Chromium in an empty network namespace (``unshare -n`` as root, else ``-rn``). ``netns``
+    (the default) requires it: a renderer refuses to start where namespaces are unavailable.
+    ``none`` opts out explicitly (a warning in the log, ``brushrl_renderers_unisolated_total``):
+    only the page's defences and Chromium's flags remain (brushrl.render.netns, docs/cluster.md).
+    ``auto``, which fell back to no isolation silently, is refused."""
+
+    @field_validator("network_isolation", mode="before")
+    @classmethod
+    def _no_silent_fallback(cls, value):
+        if value == "auto":
+            raise ValueError(
+                "auto fell back to no network isolation silently; use netns (required, the "
+                "default) or none (an explicit opt-out, logged and counted)"
+            )
+        return value
 
 
 class GateConfig(_Section):
