@@ -131,6 +131,33 @@ def test_different_seed_gives_a_different_painting(renderer):
     assert frac > 0.05
 
 
+#: Shapes at fixed places: only p5.brush's own PRNGs (fill bleed, texture) depend on the seed.
+BRUSH_ONLY = """async function setup() { createCanvas(600, 600, WEBGL); noLoop(); }
+function draw() {
+  translate(-width / 2, -height / 2); background("#fdf8ee"); brush.noStroke();
+  brush.fill("#b8336a", 160); brush.fillBleed(0.3); brush.fillTexture(0.6, 0.4);
+  brush.rect(150, 150, 300, 300);
+}
+"""
+
+
+def test_a_spare_page_paints_what_a_new_page_paints_and_p5_brush_follows_the_seed():
+    """The spare page loads p5 and p5.brush before its seed is known, so the harness re-seeds
+    p5.brush's PRNGs when the sketch arrives: the painting must be the one a page opened for that
+    sketch makes (llvmpipe: pixel-exact), and p5.brush's own randomness must follow the seed."""
+    with Renderer(gl_backend="llvmpipe") as warm, Renderer(gl_backend="llvmpipe", spare_page=False) as cold:
+        ok(warm.render(SKELETON, 3, SIZE, 60, 1))
+        assert warm._spare is not None and cold._spare is None  # the next render takes the spare
+        pngs = {}
+        for seed in (1, 2):
+            for name, r in (("spare", warm), ("new page", cold)):
+                pngs[name, seed] = ok(r.render(BRUSH_ONLY, seed, SIZE, 60, 1)).png
+            assert pixel_diff(pngs["spare", seed], pngs["new page", seed]) == (0.0, 0)
+    frac, _ = pixel_diff(pngs["spare", 1], pngs["spare", 2])
+    print(f"\np5.brush only, seed 1 vs 2: {frac:.2%} pixels differ")
+    assert frac > 0.001
+
+
 def test_syntax_error_is_a_sketch_error_with_its_line(renderer):
     res = renderer.render("async function setup() {\n  createCanvas(600, 600, WEBGL);\n  let x = ;\n}\n", 0, SIZE, 30, 2)
     assert res.status == "error" and res.png is None and res.attempts == 1
@@ -211,12 +238,14 @@ function draw() {{ background(255); }}
     assert "log: top-level RTCPeerConnection: undefined" in res.console
 
 
-def test_deadline_before_the_sketch_starts_is_infra_not_the_sketchs_fault(renderer):
-    # 50 ms is too short to load p5: the sketch never ran, so it must not be scored as a timeout.
-    res = renderer.render(HEAVY, 0, SIZE, 0.05, 1)
-    assert res.status == "infra" and "never reached the sketch" in res.detail
-    assert res.attempts == 2 and res.wall_s < 30  # retried once in a relaunched browser
-    ok(renderer.render(BLANK, 0, SIZE, 30, 1))
+def test_deadline_before_the_sketch_starts_is_infra_not_the_sketchs_fault():
+    # 50 ms is too short to open a page and load p5 (a renderer without a spare page, which would
+    # have p5 loaded already): the sketch never ran, so it must not be scored as a timeout.
+    with Renderer(spare_page=False) as renderer:
+        res = renderer.render(HEAVY, 0, SIZE, 0.05, 1)
+        assert res.status == "infra" and "never reached the sketch" in res.detail
+        assert res.attempts == 2 and res.wall_s < 30  # retried once in a relaunched browser
+        ok(renderer.render(BLANK, 0, SIZE, 30, 1))
 
 
 def _descendants(pid: int, skip: set[int] = frozenset()) -> set[int]:
@@ -428,9 +457,11 @@ def test_pool_retries_a_job_whose_actor_died(pool):
 
 
 def test_pool_retries_an_infra_answer_on_the_other_actor(pool):
-    # An actor that answers infra (here: a 50 ms deadline, p5 never loads) is not trusted with the
-    # job's fate: the job goes to the other actor, and only its second infra is the result.
-    fast = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=0.05, attempts=1, cache_entries=0))
+    # An actor that answers infra (here: a 50 ms deadline, p5 never loads; no spare page, which
+    # would have it loaded) is not trusted with the job's fate: the job goes to the other actor,
+    # and only its second infra is the result.
+    fast = RenderPool(RenderConfig(num_actors=2, num_cpus=0.5, deadline_s=0.05, attempts=1, cache_entries=0,
+                                   spare_page=False))
     try:
         seen: list = []
         (res,) = fast.render_many([(HEAVY, 0)], on_result=lambda i, r: seen.append(i))
@@ -454,7 +485,7 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
         s = report["pools"][n]
         assert s["ok"] == s["renders"] == 4
         assert 0 < s["draw_p50_s"] <= s["wall_p50_s"] <= s["wall_p95_s"]
-        assert 0 < s["overhead_share"] < 1
+        assert 0 < s["overhead_share"] < 1 and 0 < s["fixed_p50_s"] < s["wall_p50_s"]
         assert s["cpu_s_mean"] > 0.1  # Chromium's processes did the drawing
         assert s["peak_rss_mb_per_actor"] > 50 and s["renders_per_min"] > 0
         # sketch is timed on the page's clock around draw_s (CI once saw 0.12 s vs 0.48 s when it
@@ -467,6 +498,17 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
     assert det["all"]["diff_pixels"] < 0.005 and det["all"]["reward_delta"] < 0.01  # llvmpipe: exact
     print_report(report)
     json.dumps(report)  # serialisable as written by the CLI
+
+
+def test_benchmark_refuses_a_sketch_filter_that_matches_nothing(capsys):
+    import argparse
+
+    from brushrl.render.benchmark import add_arguments, run
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert run(p.parse_args(["--match", "tulip"])) == 2
+    assert "--match: no benchmark sketch name contains 'tulip'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------- cache

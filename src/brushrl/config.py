@@ -196,6 +196,10 @@ class RenderConfig(_Section):
     are cached (a timeout or infra failure may not repeat)."""
     cache_dir: str | None = None
     """Optional on-disk render cache folder shared by runs (null: memory only)."""
+    spare_page: bool = True
+    """Keep one spare page per browser, opened with p5 and p5.brush loaded while the previous sketch
+    draws, so a render does not wait for a new context and the libraries (docs/perf/render.md).
+    Costs one more page's memory per browser (about 100 MiB); false opens each page on demand."""
     network_isolation: Literal["netns", "none"] = "netns"
     """Run Chromium in an empty network namespace (``unshare -n`` as root, else ``-rn``). ``netns``
     (the default) requires it: a renderer refuses to start where namespaces are unavailable.

@@ -9,7 +9,8 @@ each actor count it reports:
   page, p5 load, sketch, capture, PNG decode; Ray's dispatch is in renders/min only), p50 in-page
   drawing seconds (``draw_s``: setup + first frame); quantiles interpolate linearly
   (``brushrl.stats.quantile``, numpy's default);
-* overhead share: sum(wall - draw) / sum(wall) (page, p5 load, capture, PNG decode);
+* overhead share: sum(wall - draw) / sum(wall) (page, p5 load, capture, PNG decode), and the fixed
+  cost per render: p50 of wall - draw, seconds;
 * p50 seconds per phase (``RenderResult.phases``: page, load, sketch, close, decode), where the
   overhead goes;
 * CPU core-seconds per render: user + system time of all the actor's Chromium processes
@@ -63,6 +64,7 @@ def summarise(results: list[RenderResult], batch_s: float) -> dict:
         "wall_p95_s": quantile(walls, 0.95),
         "draw_p50_s": quantile(draws, 0.5),
         "overhead_share": (sum(walls) - sum(draws)) / sum(walls) if walls else 0.0,
+        "fixed_p50_s": quantile([w - d for w, d in zip(walls, draws)], 0.5),
         "cpu_s_mean": statistics.fmean(cpus) if cpus else 0.0,
         "cpu_s_p50": quantile(cpus, 0.5),
         "renders_per_min": 60 * len(results) / batch_s if batch_s else 0.0,
@@ -121,6 +123,7 @@ def run_benchmark(
     seed: int = 1,
     on_render=None,
     placement=None,
+    match: str | None = None,
 ) -> dict:
     """Run the benchmark on the connected Ray cluster (``ray.init`` must have been called).
 
@@ -128,7 +131,8 @@ def run_benchmark(
         cfg: renderer settings (gl backend, deadline, CPUs per actor, ...); ``num_actors`` and the
             cache are overridden.
         actor_counts: pool sizes to measure, e.g. ``[1, 2, 4]``.
-        sketches: how many of the 20 benchmark sketches (a prefix, ``bench_sketches``).
+        sketches: how many of the 20 benchmark sketches (a prefix, ``bench_sketches``; of those
+            whose name contains ``match`` when given).
         repeats: renders of each sketch per pool size (>= 1; >= 2 for determinism within a size).
         seed: render seed of every job.
         on_render: optional ``callback(done: int, total: int)`` after each render (progress).
@@ -142,7 +146,9 @@ def run_benchmark(
     from brushrl.render.bench_sketches import bench_sketches
     from brushrl.render.pool import RenderPool
 
-    chosen = bench_sketches()[:sketches]
+    chosen = [(n, c) for n, c in bench_sketches() if match is None or match in n][:sketches]
+    if not chosen:
+        raise ValueError(f"no benchmark sketch name contains {match!r}")
     jobs = [(name, code) for name, code in chosen for _ in range(repeats)]
     det = Determinism()
     pools: dict[str, dict] = {}
@@ -190,13 +196,14 @@ def print_report(report: dict, console=None) -> None:
 
     console = console or Console(width=None if sys.stdout.isatty() else 150)
     t = Table(title=f"render farm, {len(report['sketches'])} sketches x {report['config']['repeats']} repeats, "
-                    f"{report['config']['canvas_size']}px, {report['config']['gl_backend']}")
-    for col in ("actors", "ok", "wall p50 s", "wall p95 s", "draw p50 s", "overhead",
+                    f"{report['config']['canvas_size']}px, {report['config']['gl_backend']}, "
+                    f"spare page {'on' if report['config'].get('spare_page', True) else 'off'}")
+    for col in ("actors", "ok", "wall p50 s", "wall p95 s", "draw p50 s", "fixed p50 s", "overhead",
                 "CPU core-s/render", "renders/min", "peak MiB/actor"):
         t.add_column(col, justify="right")
     for n, s in report["pools"].items():
         t.add_row(n, f"{s['ok']}/{s['renders']}", f"{s['wall_p50_s']:.2f}", f"{s['wall_p95_s']:.2f}",
-                  f"{s['draw_p50_s']:.2f}", f"{s['overhead_share']:.0%}", f"{s['cpu_s_mean']:.2f}",
+                  f"{s['draw_p50_s']:.2f}", f"{s.get('fixed_p50_s', 0.0):.2f}", f"{s['overhead_share']:.0%}", f"{s['cpu_s_mean']:.2f}",
                   f"{s['renders_per_min']:.1f}", f"{s['peak_rss_mb_per_actor']:.0f}")
     console.print(t)
     ph = Table(title="where the wall time goes: p50 seconds per phase of an ok render (RenderResult.phases)")
@@ -222,6 +229,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--actors", default="1,2,4", metavar="N,N,..", help="pool sizes to measure (default 1,2,4)")
     p.add_argument("--sketches", type=int, default=20, metavar="K", help="first K of the 20 sketches (default 20)")
     p.add_argument("--repeats", type=int, default=3, metavar="R", help="renders per sketch per pool size (default 3)")
+    p.add_argument("--match", metavar="TEXT", help="only sketches whose name contains TEXT (e.g. hibiscus)")
+    p.add_argument("--spare-page", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep a spare page loaded per browser (default: render.spare_page, on); "
+                        "--no-spare-page measures the page opened for each sketch")
     p.add_argument("--seed", type=int, default=1, help="render seed (default 1)")
     p.add_argument("--gl", choices=["swiftshader", "llvmpipe"], help="software GL (default: render.gl_backend)")
     p.add_argument("--deadline", type=float, metavar="S", help="seconds per attempt (default: max(render.deadline_s, 120))")
@@ -246,6 +257,11 @@ def run(args: argparse.Namespace, address: str | None = "local") -> int:
     except ValueError:
         print(f"--actors: expected positive integers separated by commas, got {args.actors!r}", file=sys.stderr)
         return 2
+    from brushrl.render.bench_sketches import bench_sketches
+
+    if args.match and not any(args.match in name for name, _ in bench_sketches()):
+        print(f"--match: no benchmark sketch name contains {args.match!r}", file=sys.stderr)
+        return 2
     if not 1 <= args.sketches <= 20 or args.repeats < 1:
         print("--sketches must be in 1..20 and --repeats >= 1", file=sys.stderr)
         return 2
@@ -253,6 +269,7 @@ def run(args: argparse.Namespace, address: str | None = "local") -> int:
         "gl_backend": args.gl or cfg.render.gl_backend,
         "deadline_s": args.deadline or max(cfg.render.deadline_s, 120.0),
         "num_cpus": args.num_cpus or cfg.render.num_cpus,
+        "spare_page": cfg.render.spare_page if args.spare_page is None else args.spare_page,
     })
     started = not ray.is_initialized()
     if started and address == "local":  # enough logical CPUs (and custom resources) for the largest pool
@@ -266,7 +283,7 @@ def run(args: argparse.Namespace, address: str | None = "local") -> int:
         with Progress(transient=True) as bar:
             task = bar.add_task("rendering", total=None)
             report = run_benchmark(rc, actors, args.sketches, args.repeats, args.seed, placement=cfg.resources.renderer,
-                                   on_render=lambda d, t: bar.update(task, completed=d, total=t))
+                                   on_render=lambda d, t: bar.update(task, completed=d, total=t), match=args.match)
     finally:
         if started:
             ray.shutdown()

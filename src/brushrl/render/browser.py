@@ -1,8 +1,10 @@
 """One headless Chromium that renders p5.brush sketches to PNG.
 
 A ``Renderer`` owns one browser (Playwright sync API, Debian's ``/usr/bin/chromium``) and renders
-each sketch in a fresh browser context + page, i.e. a fresh JS realm with no storage shared with
-the previous sketch. The page is the harness of ``brushrl.render.harness``, which refuses and
+each sketch in a fresh browser context + page (``brushrl.render.page.SketchPage``), i.e. a fresh JS
+realm with no storage shared with the previous sketch. The next sketch's page is opened while the
+current one draws (a *spare*, ``render.spare_page``), with p5 and p5.brush already loaded when its
+sketch arrives. The page is the harness of ``brushrl.render.harness``, which refuses and
 reports (``RenderResult.forbidden``) every call the sketch makes outside the gate's allowlist. The
 network is closed by an empty network namespace around Chromium (``brushrl.render.netns``; a
 renderer refuses to start without one unless the config opts out), and behind it by
@@ -36,20 +38,19 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import secrets
 import signal
 import threading
 import time
 from pathlib import Path
 from typing import Self
-from urllib.parse import urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from brushrl.config import RenderConfig
-from brushrl.render.harness import ORIGIN, csp, harness_digest, load_assets, page_html
+from brushrl.render.harness import harness_digest, load_assets
+from brushrl.render.page import MAX_CHARS, SketchPage
 from brushrl.render.paint import paint_fraction
 from brushrl.render.netns import network_launcher
 from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
@@ -94,7 +95,11 @@ log = logging.getLogger(__name__)
 
 POLL_MS = 40
 """How often (ms) Python checks for the page's report; the wait runs in the Playwright driver."""
-MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
+SPARE_MAX_AGE_S = 300.0
+"""A spare page older than this is closed unused and a new one opened (its held script requests
+should not have to wait on the browser for minutes, e.g. while the learner steps)."""
+SPARE_OPEN_MS = 30_000
+"""How long opening a spare page may take before the renderer goes on without one."""
 _CRASH = "page crashed"
 MEMORY_CAP = "memory cap"
 """Prefix of the ``js_errors`` entry (and ``refused`` entry) of a page killed for its memory."""
@@ -154,6 +159,8 @@ class Renderer:
         network_isolation: ``"netns"``: run Chromium in an empty network namespace, or raise
             where there is none (``brushrl.render.netns``); ``"none"``: explicitly without one
             (logged as a warning and counted). ``self.netns`` says which.
+        spare_page: keep the next render's page open and loaded (``brushrl.render.page``) while a
+            sketch draws, so a render does not wait for a new context and the libraries' load.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -170,7 +177,10 @@ class Renderer:
         extra_args: tuple[str, ...] = (),
         memory_cap_mb: int | None = 2048,
         network_isolation: str = "netns",
+        spare_page: bool = True,
     ):
+        self.spare_page = spare_page
+        self._spare: SketchPage | None = None
         self._assets = load_assets(Path(js_dir) if js_dir else None)
         self._marker = new_marker()
         heap = (f"--js-flags=--max-old-space-size={memory_cap_mb // 2}",) if memory_cap_mb else ()
@@ -200,7 +210,7 @@ class Renderer:
     def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
         """A renderer for a ``brushrl.config.RenderConfig``."""
         return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb,
-                   network_isolation=cfg.network_isolation)
+                   network_isolation=cfg.network_isolation, spare_page=cfg.spare_page)
 
     @property
     def browser_version(self) -> str:
@@ -234,6 +244,7 @@ class Renderer:
         Raises:
             playwright.sync_api.Error: Chromium cannot be launched with a new driver either.
         """
+        self._spare = None  # its context goes with the browser
         try:
             self._browser.close()
         except PlaywrightError:
@@ -247,6 +258,12 @@ class Renderer:
     def close(self) -> None:
         """Shut the browser and the Playwright driver down (idempotent)."""
         if self._browser is not None:
+            spare, self._spare = self._spare, None
+            if spare is not None:
+                try:
+                    spare.close()
+                except PlaywrightError:
+                    pass
             try:
                 self._browser.close()
             except PlaywrightError:
@@ -311,26 +328,38 @@ class Renderer:
         except PlaywrightError as exc:  # next attempt fails fast and reports infra
             result.detail += f"; relaunch failed: {str(exc)[:MAX_CHARS]}"
 
+    def _take_spare(self, size: int) -> SketchPage | None:
+        """The spare page if it can take a sketch of ``size`` now, else None (a stale, crashed or
+        wrongly sized spare is closed)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if spare.size == size and not spare.crashed and time.monotonic() - spare.opened < SPARE_MAX_AGE_S:
+            return spare
+        self._dispose(spare)
+        return None
+
+    def _open_spare(self, size: int) -> None:
+        """Open the next render's page now; its libraries load while this render's sketch draws
+        (the driver serves the spare's requests during the render's wait). A failure only costs
+        the next render its head start."""
+        if not self.spare_page or self._spare is not None:
+            return
+        try:
+            self._spare = SketchPage(self._browser, self._assets, size, timeout_ms=SPARE_OPEN_MS)
+        except PlaywrightError as exc:
+            log.debug("renderer %s: no spare page: %s", self.actor_id, exc)
+
     def _attempt(self, code: str, seed: int, size: int, deadline_s: float) -> RenderResult:
         start = time.monotonic()
 
         def left_ms() -> float:
             return max(1.0, (deadline_s - (time.monotonic() - start)) * 1000)
 
-        nonce = secrets.token_urlsafe(18)
-        binding = "__brushrl_report_" + secrets.token_hex(8)
-        doc = page_html(code, seed, nonce, binding).encode()
-        headers = {"Content-Security-Policy": csp(nonce), "Cache-Control": "no-store"}
-        refused: list[str] = []
-        console: list[str] = []
-        crashed: list[bool] = []
         killed: list[str] = []  # why the page's renderer process was killed (memory cap)
         u0 = self.usage()
         peak = [u0.rss_mb]
-
-        def refuse(what: str) -> None:
-            if len(refused) < MAX_REFUSED:
-                refused.append(what[:MAX_CHARS])
+        page: SketchPage | None = None
 
         def watch() -> None:
             """Sample the browser's processes: peak memory, and kill a page over the cap."""
@@ -340,132 +369,70 @@ class Renderer:
                 if self.memory_cap_mb and rss > self.memory_cap_mb and not killed:
                     killed.append(f"{MEMORY_CAP}: the page's renderer process used {rss:.0f} MiB "
                                   f"> {self.memory_cap_mb} MiB and was killed")
-                    refuse(f"memory {rss:.0f} MiB > cap {self.memory_cap_mb} MiB")
+                    page.refuse(f"memory {rss:.0f} MiB > cap {self.memory_cap_mb} MiB")
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
 
-        def on_dialog(dialog) -> None:
-            refuse(f"dialog {dialog.type}: {dialog.message}")
-            try:
-                dialog.dismiss()
-            except PlaywrightError:
-                pass
-
-        def on_popup(popup) -> None:
-            refuse(f"popup {popup.url}")
-            try:
-                popup.close()
-            except PlaywrightError:
-                pass
-
-        def on_download(download) -> None:
-            refuse(f"download {download.url}")
-
-        left: list[str] = []  # the main frame navigated away from the harness (it is gone)
-
-        def on_navigated(frame) -> None:
-            if frame.parent_frame is None and frame.url != ORIGIN + "/" and not left:
-                left.append(frame.url)
-                refuse(f"navigation {frame.url}")
-        events: list[dict] = []  # the page's reports: {"phase": "sketch"}, then {"phase": "done", ...}
-
-        def route(r) -> None:
-            url = r.request.url
-            path = urlsplit(url).path if url.startswith(ORIGIN + "/") else None
-            if path == "/":
-                r.fulfill(body=doc, headers={**headers, "Content-Type": "text/html; charset=utf-8"})
-            elif path in self._assets:
-                r.fulfill(body=self._assets[path], headers={**headers, "Content-Type": "text/javascript"})
-            else:
-                refuse(f"route {r.request.method} {url}")
-                r.abort("blockedbyclient")
-
-        def on_console(msg) -> None:
-            # Chromium reports every CSP block (fetch, image, eval, ...) as a console error.
-            if "Content Security Policy" in msg.text:
-                refuse(f"csp {msg.text}")
-            if len(console) < MAX_CONSOLE and "GL Driver Message" not in msg.text:  # ANGLE perf notes
-                console.append(f"{msg.type}: {msg.text}"[:MAX_CHARS])
-
-        def done() -> dict | None:
-            return next((e for e in events if e.get("phase") == "done"), None)
-
-        def forbidden() -> dict[str, int]:
-            """What the harness refused: the done report's counts, and names pushed before it (a
-            render that never finishes still has them)."""
-            counts = {str(e.get("name"))[:MAX_CHARS]: 1 for e in events if e.get("phase") == "forbidden"}
-            state = done()
-            for name, n in ((state or {}).get("forbidden") or {}).items():
-                counts[str(name)[:MAX_CHARS]] = int(n)
-            return dict(list(counts.items())[:MAX_REFUSED])
-
-        context, t_commit = None, start
+        t_commit = start
         try:
             if self._browser is None or not self._browser.is_connected():
                 return RenderResult("infra", detail="browser is not connected")
-            context = self._browser.new_context(
-                viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block",
-                accept_downloads=False,
-            )
-            context.route("**/*", route)
-            context.expose_binding(binding, lambda _source, event: events.append({**event, "_t": time.monotonic()}))
-            page = context.new_page()
-            context.on("page", on_popup)  # registered after our own page: every later page is a popup
-            page.on("console", on_console)
-            page.on("crash", lambda _: crashed.append(True))
-            page.on("dialog", on_dialog)
-            page.on("download", on_download)
-            page.on("framenavigated", on_navigated)
-            page.goto(ORIGIN + "/", wait_until="commit", timeout=left_ms())
+            page = self._take_spare(size) or SketchPage(self._browser, self._assets, size, timeout_ms=left_ms())
+            page.deliver(code, seed)
             t_commit = time.monotonic()
+            self._open_spare(size)
             # Wait in the driver, not in the page: the binding callback runs during these waits.
-            while not done() and not crashed and not left and time.monotonic() - start < deadline_s:
-                page.wait_for_timeout(min(POLL_MS, left_ms()))
+            while not page.done() and not page.crashed and not page.left and time.monotonic() - start < deadline_s:
+                page.page.wait_for_timeout(min(POLL_MS, left_ms()))
                 watch()
-            if crashed and not done() and not killed:
+            if page.crashed and not page.done() and not killed:
                 raise PlaywrightError("the page's renderer process crashed")
         except PlaywrightTimeoutError:  # the document did not even commit before the deadline
             pass
         except PlaywrightError as exc:
             if not killed:
-                what = _CRASH if crashed else "playwright error"
-                return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", console=console, refused=refused)
-        finally:
-            t_close = time.monotonic()
-            self._dispose(context)
-            t_closed = time.monotonic()
+                what = _CRASH if page is not None and page.crashed else "playwright error"
+                seen = {"console": page.console, "refused": page.refused} if page is not None else {}
+                self._dispose(page)
+                return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", **seen)
+        t_close = time.monotonic()
+        self._dispose(page)
+        t_closed = time.monotonic()
+        if page is None:  # the new page did not commit in time
+            return RenderResult("infra", detail=f"no finished canvas within {deadline_s:g} s: the page did not even "
+                                                "open, so it never reached the sketch (machine overloaded?)")
         u1 = self.usage()
+        seen = {"console": page.console, "refused": page.refused}
         meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb),
-                 "forbidden": forbidden()}
+                 "forbidden": page.forbidden()}
         if killed:
-            return RenderResult("error", js_errors=killed, console=console, refused=refused, **meter)
-        if left and not done():
-            return RenderResult("error", js_errors=[f"the sketch navigated the page away (to {left[0]})"[:MAX_CHARS]],
-                                console=console, refused=refused, **meter)
-
-        state = done()
+            return RenderResult("error", js_errors=killed, **seen, **meter)
+        state = page.done()
+        if page.left and not state:
+            return RenderResult("error", js_errors=[f"the sketch navigated the page away (to {page.left})"[:MAX_CHARS]],
+                                **seen, **meter)
         if state is None:
-            started = bool(events)
+            started = bool(page.events)
             return RenderResult(
                 "timeout" if started else "infra",
                 detail=f"no finished canvas within {deadline_s:g} s"
                 + ("" if started else " and the page never reached the sketch (machine overloaded?)"),
-                console=console,
-                refused=refused,
+                **seen,
                 **meter,
             )
         # The sketch phase is timed on the page's clock: when its reports reach us depends on how
         # busy the machine is, so a split by arrival times could even make it shorter than draw_s.
-        # The three phases add up to the report's arrival; a late commit notice shortens "page".
+        # The phases add up to the report's arrival: "page" is opening a page (about 0 with a
+        # spare), "load" what was left of the libraries' load; a late report shortens "page".
         sketch_s = max(float(state.get("sketch_s", 0.0)), float(state["draw_s"]))
         t_sketch = state["_t"] - sketch_s
         t_commit = min(t_commit, t_sketch)
         phases = {"page": t_commit - start, "load": t_sketch - t_commit, "sketch": sketch_s,
                   "close": t_closed - t_close}
-        common = {"console": console, "refused": refused, "draw_s": float(state["draw_s"]),
-                  "brush_calls": dict(state.get("calls") or {}), "phases": phases, **meter}
+        common = {**seen, "draw_s": float(state["draw_s"]), "brush_calls": dict(state.get("calls") or {}),
+                  "phases": phases, **meter}
         if state["errors"]:
             return RenderResult("error", js_errors=list(state["errors"]), **common)
         if not state["png"]:
@@ -480,13 +447,13 @@ class Renderer:
         phases["decode"] = time.monotonic() - t0
         return RenderResult("ok", png=png, paint_fraction=fraction, **common)
 
-    def _dispose(self, context) -> None:
-        """Close a render's context; this also kills a page stuck in a loop. If even that fails the
+    def _dispose(self, page: SketchPage | None) -> None:
+        """Close a page's context; this also kills a page stuck in a loop. If even that fails the
         browser is relaunched so that the next render starts clean."""
-        if context is None:
+        if page is None:
             return
         try:
-            context.close()
+            page.close()
         except PlaywrightError:
             try:
                 self._relaunch()

@@ -1,5 +1,5 @@
 // The page-side harness (brushrl.render.harness): runs before p5, p5.brush and the sketch, with
-// CONFIG = {seed, binding, origin, sketchLine0, allowedP5, allowedJs, entryPoints} prepended by
+// CONFIG = {binding, origin, allowedP5, allowedJs, entryPoints} prepended by
 // Python, and the gate script's hooks (GATE_JS in harness.py) taken off window. Everything it
 // needs from the page is taken here, before any other script runs, so nothing the sketch later
 // defines or replaces (a top-level `const performance`, a new HTMLCanvasElement.prototype.toDataURL)
@@ -46,9 +46,10 @@
   const preventDefault = Event.prototype.preventDefault;
   const doc = G.document;
 
-  // Seeded Math.random (mulberry32, Tommy Ettinger, public domain: the PRNG family p5.brush uses),
-  // installed before p5.brush evaluates, which seeds its own PRNG from Math.random.
-  let s = (CONFIG.seed) >>> 0;
+  // Seeded Math.random (mulberry32, Tommy Ettinger, public domain: the PRNG family p5.brush uses):
+  // seed 0 while the libraries load (every page alike: a spare page loads before its seed is
+  // known), the render's seed from __brushrl_start on, which also re-seeds p5.brush from it.
+  let s = 0;
   Math.random = function random() {
     s = (s + 0x6D2B79F5) | 0;
     let t = Math.imul(s ^ (s >>> 15), 1 | s);
@@ -280,11 +281,8 @@
   };
   apply(addListener, G, ['error', (e) => {
     let msg = say(e.error || e.message);
-    // A syntax error carries the document's line: map it to the sketch's own (sketchLine0 is the
-    // document line just before the sketch's first). Runtime errors say sketch.js (sourceURL).
-    const inDoc = e.filename === CONFIG.origin + '/' && e.lineno > CONFIG.sketchLine0;
-    const where = inDoc ? 'sketch.js:' + (e.lineno - CONFIG.sketchLine0) + ':' + e.colno
-      : e.filename ? e.filename.split('/').pop() + ':' + e.lineno + ':' + e.colno : '';
+    // The sketch is its own script (/sketch.js): a syntax error's line is the sketch's own.
+    const where = e.filename ? e.filename.split('/').pop() + ':' + e.lineno + ':' + e.colno : '';
     if (where && !msg.includes(where)) msg = (msg + ' at ' + where).slice(0, 300);
     apply(arrayPush, errors, [msg]); finish();
   }]);
@@ -329,10 +327,16 @@
       }
     }
   };
-  defineProperty(G, '__brushrl_start', { configurable: true, value: () => {
+  defineProperty(G, '__brushrl_start', { configurable: true, value: (seed) => {
     delete G.__brushrl_start;
     p5Ref = G.p5;
     const b = G.brush;
+    s = seed >>> 0;
+    // p5.brush drew its PRNG and noise seeds from Math.random at load (seed 0); draw them again.
+    if (b && typeof b.seed === 'function' && typeof b.noiseSeed === 'function') {
+      b.seed(Math.random());
+      b.noiseSeed(Math.random());
+    }
     if (typeof p5Ref === 'function') {
       registerAddon = p5Ref.registerAddon;
       // p5.registerAddon, ...; the classes (p5.Vector, p5.Color, ...) keep their identity for

@@ -2,7 +2,8 @@
 vendored p5 / p5.brush files.
 
 The page is served from a fake origin (``ORIGIN``) by ``page.route``; nothing else exists on it.
-Script order inside ``<head>`` (every inline script carries the render's nonce):
+Script order inside ``<head>`` (inline scripts carry the page's nonce, the rest come from the
+origin, ``'self'``):
 
 1. ``GATE_JS`` (``//# sourceURL=brushrl-gate.js``): the wrapper factory. Frames of this script are
    *vetted* calls: an allowlisted p5 function or a brush method running, or a guarded call that
@@ -10,18 +11,22 @@ Script order inside ``<head>`` (every inline script carries the render's nonce):
 2. ``harness.js`` (``brushrl-harness.js``) with its ``CONFIG``: takes every reference the harness
    needs off the page before anything else runs (so a sketch's top-level ``const performance`` or
    a replaced ``HTMLCanvasElement.prototype.toDataURL`` never reaches it), seeds ``Math.random``
-   with mulberry32(seed), takes the per-render report binding off ``window``, fixes
-   ``Error.prepareStackTrace`` to its own formatter, and wraps the platform: WebGL and 2D
-   contexts, every DOM node interface, window's functions, navigation. See that file's header for
-   how a call is attributed to the sketch.
-3. ``/p5.min.js`` and ``/p5.brush.js`` from the fake origin (``'self'``). p5.brush seeds its own
-   PRNG from ``Math.random`` when it is evaluated, so step 2 must come first.
-4. ``__brushrl_start()`` (one-shot, deleted when called): wraps every p5 function (the gate's
-   allowlist, ``brushrl.gate.policy.ALLOWED_P5_GLOBALS``, become entries, the rest guards) and
-   every brush method (counted in ``calls``), locks the language's prototypes and p5's classes,
-   and tells Python the harness got this far (``{phase: "sketch"}``): a deadline hit before that is
-   the machine's fault, not the sketch's.
-5. The sketch (``//# sourceURL=sketch.js``).
+   with mulberry32(0) (the libraries' load is the same on every page), takes the page's report
+   binding off ``window``, fixes ``Error.prepareStackTrace`` to its own formatter, and wraps the
+   platform: WebGL and 2D contexts, every DOM node interface, window's functions, navigation. See
+   that file's header for how a call is attributed to the sketch.
+3. ``/p5.min.js`` and ``/p5.brush.js``.
+4. ``START_PATH``: ``__brushrl_start(seed)`` (one-shot, deleted when called): re-seeds
+   ``Math.random`` with mulberry32(seed) and p5.brush's two PRNGs from it (``brush.seed``,
+   ``brush.noiseSeed``: p5.brush seeded them from ``Math.random`` at load), wraps every p5 function
+   (the gate's allowlist, ``brushrl.gate.policy.ALLOWED_P5_GLOBALS``, become entries, the rest
+   guards) and every brush method (counted in ``calls``), locks the language's prototypes and p5's
+   classes, and tells Python the harness got this far (``{phase: "sketch"}``): a deadline hit
+   before that is the machine's fault, not the sketch's.
+5. ``SKETCH_PATH``: the sketch (``//# sourceURL=sketch.js``).
+
+Steps 1-3 run before the sketch is known (``brushrl.render.page.SketchPage`` holds the requests of
+4 and 5), which is what lets a renderer keep a spare page loaded while the previous sketch draws.
 
 On the window ``load`` event (after the sketch's top level, before p5 starts) the harness pins
 trampolines over the sketch's entry points (``setup`` also starts the clock and sets
@@ -129,15 +134,13 @@ def _inline(js: str) -> str:
     return js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
 
-def harness_config(seed: int, binding: str, sketch_line0: int) -> dict:
-    """The ``CONFIG`` object of ``harness.js`` for one render (JSON-serialisable)."""
+def harness_config(binding: str) -> dict:
+    """The ``CONFIG`` object of ``harness.js`` for one page (JSON-serialisable)."""
     from brushrl.gate.policy import ALLOWED_JS_GLOBALS, ALLOWED_P5_GLOBALS, P5_ENTRY_POINTS
 
     return {
-        "seed": int(seed) & 0xFFFFFFFF,
         "binding": binding,
         "origin": ORIGIN,
-        "sketchLine0": sketch_line0,
         "allowedP5": sorted(ALLOWED_P5_GLOBALS),
         "allowedJs": sorted(ALLOWED_JS_GLOBALS),
         "entryPoints": sorted(P5_ENTRY_POINTS),
@@ -150,29 +153,41 @@ def harness_digest() -> str:
     differently."""
     import hashlib
 
-    config = harness_config(0, "", 0)
+    config = harness_config("")
     return hashlib.sha256((GATE_JS + HARNESS_JS + json.dumps(config)).encode()).hexdigest()[:16]
 
 
-def page_html(code: str, seed: int, nonce: str, binding: str) -> str:
-    """The HTML document for one render of ``code`` with ``Math.random`` seeded by ``seed``; the
-    page reports its outcome through the exposed binding named ``binding``."""
+#: The two scripts a page waits for (``brushrl.render.page.SketchPage`` holds their requests until
+#: the sketch is known): the harness's start with the render's seed, then the sketch.
+START_PATH, SKETCH_PATH = "/start.js", "/sketch.js"
+
+
+def page_html(nonce: str, binding: str) -> str:
+    """The HTML document of one page; the page reports its outcome through the exposed binding
+    named ``binding``. It holds no sketch: its last two scripts are ``START_PATH`` and
+    ``SKETCH_PATH``, served as ``start_js(seed)`` and ``sketch_js(code)``."""
     n = html.escape(nonce, quote=True)
+    config = json.dumps(harness_config(binding))
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">'
+        '<meta http-equiv="x-dns-prefetch-control" content="off">'
+        "<style>html,body{margin:0;background:#fff;overflow:hidden}</style>"
+        f'<script nonce="{n}">{GATE_JS}</script>'
+        # a block, so CONFIG is not a global the sketch could collide with
+        f'<script nonce="{n}">{{ const CONFIG = {_inline(config)};\n{HARNESS_JS}}}\n'
+        "//# sourceURL=brushrl-harness.js\n</script>"
+        '<script src="/p5.min.js"></script><script src="/p5.brush.js"></script>'
+        f'<script src="{START_PATH}"></script><script src="{SKETCH_PATH}"></script>'
+        "</head><body></body></html>"
+    )
 
-    def head(sketch_line0: int) -> str:
-        config = json.dumps(harness_config(seed, binding, sketch_line0))
-        return (
-            '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">'
-            '<meta http-equiv="x-dns-prefetch-control" content="off">'
-            "<style>html,body{margin:0;background:#fff;overflow:hidden}</style>"
-            f'<script nonce="{n}">{GATE_JS}</script>'
-            # a block, so CONFIG is not a global the sketch could collide with
-            f'<script nonce="{n}">{{ const CONFIG = {_inline(config)};\n{HARNESS_JS}}}\n'
-            "//# sourceURL=brushrl-harness.js\n</script>"
-            '<script src="/p5.min.js"></script><script src="/p5.brush.js"></script>'
-            f'<script nonce="{n}">window.__brushrl_start();\n//# sourceURL=brushrl-harness.js\n</script>'
-            f'<script nonce="{n}">'
-        )
 
-    before = head(head(0).count("\n"))  # the number's digits add no line, so one pass suffices
-    return f"{before}{_inline(code)}\n//# sourceURL=sketch.js\n</script></head><body></body></html>"
+def start_js(seed: int) -> str:
+    """``START_PATH``'s body: the harness's one-shot start with the render seed (uint32; reduced
+    modulo 2**32), which re-seeds ``Math.random`` and p5.brush before the sketch runs."""
+    return f"window.__brushrl_start({int(seed) & 0xFFFFFFFF});\n//# sourceURL=brushrl-harness.js\n"
+
+
+def sketch_js(code: str) -> str:
+    """``SKETCH_PATH``'s body: the sketch as written, named ``sketch.js`` in stacks and errors."""
+    return f"{code}\n//# sourceURL=sketch.js\n"

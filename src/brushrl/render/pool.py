@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -170,12 +171,29 @@ class RenderPool:
         return len(self._members) + len(self._starting)
 
     def ping(self, timeout_s: float = 120.0) -> list[dict]:
-        """``RendererWorker.ping`` of every actor (waits for them to start).
+        """``RendererWorker.ping`` of every actor (waits for them to start, and for one Ray is
+        restarting: Ray answers ``ActorUnavailableError`` while it does, so that actor is asked again).
 
         Raises:
             ray.exceptions.GetTimeoutError: an actor did not answer within ``timeout_s``.
         """
-        return ray.get([a.ping.remote() for a in self.actors], timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        answers: list = [None] * len(self.actors)
+        todo = list(range(len(self.actors)))
+        while todo:
+            refs = [self.actors[i].ping.remote() for i in todo]
+            left = []
+            for i, ref in zip(todo, refs):
+                try:
+                    answers[i] = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+                except ray.exceptions.ActorUnavailableError:
+                    left.append(i)
+            if left and time.monotonic() >= deadline:
+                raise ray.exceptions.GetTimeoutError(f"renderer actors {left} still restarting after {timeout_s:g} s")
+            if left:
+                time.sleep(0.2)  # the restart takes seconds; no event to wait on from here
+            todo = left
+        return answers
 
     # ------------------------------------------------------------------ rendering
     async def render(self, code: str, seed: int) -> RenderResult:

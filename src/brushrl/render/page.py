@@ -1,0 +1,166 @@
+"""One sketch page: a fresh browser context + page, loaded up to the sketch, then given one sketch.
+
+A ``SketchPage`` is opened before its sketch is known: the document (``brushrl.render.harness.
+page_html``) runs the harness, p5 and p5.brush, and then its parser waits on two scripts,
+``START_PATH`` and ``SKETCH_PATH``, whose requests the page's route holds. ``deliver(code, seed)``
+answers them, so the harness re-seeds and the sketch runs. This lets a ``Renderer`` keep a *spare*
+page that loads the libraries while the previous sketch draws (their load was about 0.35 s of a
+hibiscus render, the new context and page another 0.3 s; docs/perf/render.md).
+
+Everything the page does is collected here: the harness's reports (``events``), what was refused
+(``refused``: routes, CSP blocks, dialogs, popups, downloads, navigations), console lines, a crash.
+One page, one sketch: after ``deliver`` neither script is served again (a sketch that adds
+``<script src="/sketch.js">`` gets a refused route).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from urllib.parse import urlsplit
+
+from playwright.sync_api import Error as PlaywrightError
+
+from brushrl.render.harness import ORIGIN, SKETCH_PATH, START_PATH, csp, page_html, sketch_js, start_js
+
+MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
+
+
+class SketchPage:
+    """A browser context with one page on the harness document, waiting for its sketch.
+
+    Args:
+        browser: a connected Playwright ``Browser``.
+        assets: ``{path: bytes}`` the origin serves besides the document (the two libraries).
+        size: viewport side, pixels.
+        timeout_ms: how long the navigation may take to commit.
+
+    Raises:
+        playwright.sync_api.Error: the context or page cannot be made (the browser is gone), or the
+            navigation did not commit in ``timeout_ms`` (``TimeoutError``); the context is closed.
+    """
+
+    def __init__(self, browser, assets: dict[str, bytes], size: int, timeout_ms: float):
+        self.size = size
+        self.opened = time.monotonic()
+        """When the page was opened (monotonic seconds): a spare's age."""
+        self.events: list[dict] = []
+        """The harness's reports in arrival order, each with ``_t`` (monotonic arrival seconds)."""
+        self.refused: list[str] = []
+        self.console: list[str] = []
+        self.crashed = False
+        self.left: str | None = None
+        """The URL the main frame navigated to, away from the harness (the harness is gone)."""
+        self._assets = assets
+        self._held: dict[str, object] = {}  # START_PATH / SKETCH_PATH requests waiting for deliver
+        self._scripts: dict[str, bytes] | None = None  # their bodies, once delivered
+        nonce = secrets.token_urlsafe(18)
+        binding = "__brushrl_report_" + secrets.token_hex(8)
+        self._doc = page_html(nonce, binding).encode()
+        self._headers = {"Content-Security-Policy": csp(nonce), "Cache-Control": "no-store"}
+        self.context = browser.new_context(
+            viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block",
+            accept_downloads=False,
+        )
+        try:
+            self.context.route("**/*", self._route)
+            self.context.expose_binding(binding, lambda _source, event: self.events.append(
+                {**event, "_t": time.monotonic()}))
+            self.page = self.context.new_page()
+            self.context.on("page", self._popup)  # registered after our own page: every later one is a popup
+            self.page.on("console", self._console)
+            self.page.on("crash", lambda _: setattr(self, "crashed", True))
+            self.page.on("dialog", self._dialog)
+            self.page.on("download", lambda d: self.refuse(f"download {d.url}"))
+            self.page.on("framenavigated", self._navigated)
+            self.page.goto(ORIGIN + "/", wait_until="commit", timeout=timeout_ms)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the sketch ----------------------------------------------------------------------------------
+    def deliver(self, code: str, seed: int) -> None:
+        """Give the page its sketch: the harness re-seeds ``Math.random`` (and p5.brush's PRNGs from
+        it) with ``seed`` (uint32), then ``code`` runs. Held requests are answered now, later ones
+        when they come. Raises ``RuntimeError`` on a second call."""
+        if self._scripts is not None:
+            raise RuntimeError("a SketchPage renders one sketch")
+        self._scripts = {START_PATH: start_js(seed).encode(), SKETCH_PATH: sketch_js(code).encode()}
+        for path in (START_PATH, SKETCH_PATH):
+            if path in self._held:
+                self._serve(self._held.pop(path), path)
+
+    def done(self) -> dict | None:
+        """The harness's final report (``{"phase": "done", ...}``), or None before it."""
+        return next((e for e in self.events if e.get("phase") == "done"), None)
+
+    def forbidden(self) -> dict[str, int]:
+        """What the harness refused, name -> calls: the done report's counts, and names pushed
+        before it (a render that never finishes still has them)."""
+        counts = {str(e.get("name"))[:MAX_CHARS]: 1 for e in self.events if e.get("phase") == "forbidden"}
+        for name, n in ((self.done() or {}).get("forbidden") or {}).items():
+            counts[str(name)[:MAX_CHARS]] = int(n)
+        return dict(list(counts.items())[:MAX_REFUSED])
+
+    def refuse(self, what: str) -> None:
+        """Record one refused action (the first ``MAX_REFUSED``, ``MAX_CHARS`` each)."""
+        if len(self.refused) < MAX_REFUSED:
+            self.refused.append(what[:MAX_CHARS])
+
+    def close(self) -> None:
+        """Close the context; this also kills a page stuck in a loop. Raises Playwright's error if
+        even that fails (the caller relaunches the browser)."""
+        self.context.close()
+
+    # -- what the page asks for and does ---------------------------------------------------------------
+    def _route(self, route) -> None:
+        url = route.request.url
+        path = urlsplit(url).path if url.startswith(ORIGIN + "/") else None
+        if path == "/":
+            route.fulfill(body=self._doc, headers={**self._headers, "Content-Type": "text/html; charset=utf-8"})
+        elif path in self._assets:
+            route.fulfill(body=self._assets[path], headers={**self._headers, "Content-Type": "text/javascript"})
+        elif path in (START_PATH, SKETCH_PATH) and path not in self._held and not self._served(path):
+            if self._scripts is None:
+                self._held[path] = route  # the parser waits here until deliver()
+            else:
+                self._serve(route, path)
+        else:
+            self.refuse(f"route {route.request.method} {url}")
+            route.abort("blockedbyclient")
+
+    def _served(self, path: str) -> bool:
+        return self._scripts is not None and path not in self._scripts
+
+    def _serve(self, route, path: str) -> None:
+        body = self._scripts.pop(path)
+        try:
+            route.fulfill(body=body, headers={**self._headers, "Content-Type": "text/javascript"})
+        except PlaywrightError:  # the page is gone (crashed, closed): the render loop sees why
+            pass
+
+    def _console(self, msg) -> None:
+        # Chromium reports every CSP block (fetch, image, eval, ...) as a console error.
+        if "Content Security Policy" in msg.text:
+            self.refuse(f"csp {msg.text}")
+        if len(self.console) < MAX_CONSOLE and "GL Driver Message" not in msg.text:  # ANGLE perf notes
+            self.console.append(f"{msg.type}: {msg.text}"[:MAX_CHARS])
+
+    def _dialog(self, dialog) -> None:
+        self.refuse(f"dialog {dialog.type}: {dialog.message}")
+        try:
+            dialog.dismiss()
+        except PlaywrightError:
+            pass
+
+    def _popup(self, popup) -> None:
+        self.refuse(f"popup {popup.url}")
+        try:
+            popup.close()
+        except PlaywrightError:
+            pass
+
+    def _navigated(self, frame) -> None:
+        if frame.parent_frame is None and frame.url != ORIGIN + "/" and self.left is None:
+            self.left = frame.url
+            self.refuse(f"navigation {frame.url}")
