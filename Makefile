@@ -29,11 +29,12 @@ RAY_CPUS ?= 4
 # supervisor actor, which gets these env_vars).
 RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
-.PHONY: help setup chromium demo submit test vllm-env ray-start ray-head ray-stop clean
+.PHONY: help setup chromium demo submit submit-eval test vllm-env ray-start ray-head ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
 	@echo "make submit submit the training job to a running Ray head (make ray-start; CONFIG=, ARGS=)"
+	@echo "make submit-eval  submit brushrl eval of the run (base vs its newest checkpoint; EVAL_ARGS=)"
 	@echo "make ray-start / ray-stop  start / stop a local Ray head (ray-start first stops any Ray on this machine)"
 	@echo "make ray-head  start a head without stopping other Ray clusters first (RAY_HEAD_ARGS= for ports)"
 	@echo "make test   run the test suite"
@@ -83,9 +84,19 @@ submit:
 	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
 	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs $(ARGS)
 
-# Ends with the run's summary (brushrl summary): the job's log scrolls above it.
+# Submit `brushrl eval` of the run in runs/$(RUN_NAME) (rayjobs/eval.py): its base policy vs its newest
+# checkpoint on the held-out and training prompts, on the same head and runtime env as the training job.
+# EVAL_ARGS size it (rayjobs/eval.py --help); .ci/run makes the demo's eval small.
+EVAL_ARGS ?=
+submit-eval:
+	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
+	  -- python rayjobs/eval.py $(CURDIR)/runs/$(RUN_NAME) --checkpoint latest $(EVAL_ARGS)
+
+# Trains, then evaluates base vs final checkpoint (submit-eval), and ends with the run's summary
+# (brushrl summary, with the eval's headline): the jobs' logs scroll above it.
 demo: setup
-	@t0=$$(date +%s); $(MAKE) --no-print-directory ray-stop ray-head && $(MAKE) --no-print-directory submit; \
+	@t0=$$(date +%s); $(MAKE) --no-print-directory ray-stop ray-head && $(MAKE) --no-print-directory submit \
+	  && $(MAKE) --no-print-directory submit-eval; \
 	  status=$$?; $(MAKE) --no-print-directory ray-stop; echo; \
 	  brushrl summary runs/$(RUN_NAME) --wall-s $$(( $$(date +%s) - t0 )) || status=1; \
 	  exit $$status

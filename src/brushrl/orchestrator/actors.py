@@ -32,8 +32,9 @@ class Pipeline:
     rollout: object = None
     scorers: dict = field(default_factory=dict)
 
-    def start(self, cfg: BrushRLConfig, system_prompt: str) -> None:
-        """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started). If a start
+    def start(self, cfg: BrushRLConfig, system_prompt: str, learner: bool = True) -> None:
+        """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started); without the
+        learner when ``learner`` is False (``brushrl eval`` only samples and scores). If a start
         fails (or the run is stopped meanwhile), the actors started so far are stopped and the
         exception goes on."""
         from brushrl.learner import make_learner_actor
@@ -42,7 +43,8 @@ class Pipeline:
 
         try:
             self.render_pool = RenderPool(cfg.render, cfg.resources.renderer)
-            self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
+            if learner:
+                self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             self.rollout = make_rollout_actor(cfg, system_prompt)
             self.scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
         except BaseException:
