@@ -220,9 +220,11 @@ class PoolScorerConfig(_Section):
     path: str = "pools/starter"
     """Reference pool folder (manifest.jsonl + PNGs)."""
     refs_per_tier: int = Field(2, ge=1)
-    """References drawn per tier per group; every member of a group faces the same ones."""
+    """For a prompt whose subject has no pool image: references drawn per tier per group (every
+    member of a group faces the same ones). Otherwise the subject's pool images are the references."""
     tiers: dict[str, float] = Field(default_factory=lambda: {"love": 1.0, "good": 0.8})
-    """Tiers used and their value: beating an equal-quality ``love`` reference is worth more."""
+    """Tiers references come from, and how much a reference of each counts in the mean over a
+    painting's references (``brushrl.reward.pool_scorer``)."""
     copy_min_corr: float = Field(0.9, ge=0)
     """A painting whose 32x32 grey thumbnail correlates at least this much with any pool image's is a
     copy and scores 0 (> 1 disables). Honest corpus variants: <= 0.76; copies: >= 0.91 (rotated up to
