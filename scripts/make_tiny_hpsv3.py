@@ -1,6 +1,6 @@
 """Build a tiny random HPSv3 checkpoint offline (run with the hpsv3 env's Python).
 
-    /work/hpsv3-venv/bin/python scripts/make_tiny_hpsv3.py OUT_DIR
+    .venv-hpsv3/bin/python scripts/make_tiny_hpsv3.py OUT_DIR
 
 Writes ``OUT_DIR/base/`` (a tiny Qwen2-VL with its processor, saved like a hub checkpoint),
 ``OUT_DIR/hpsv3_tiny.yaml`` (the package's HPSv3_7B.yaml with ``model_name_or_path`` pointing at

@@ -86,7 +86,7 @@ def test_deadlines_must_nest():
 def test_judge_led_example_config_loads():
     cfg = load_config(ROOT / "configs/judge_led.yaml")
     assert cfg.reward.preset == "judge_led" and cfg.reward.judge.base_url
-    assert cfg.reward.hpsv3.python and cfg.reward.hpsv3.num_gpus == 1
+    assert cfg.reward.hpsv3.python and cfg.resources.hpsv3.num_gpus == 1
 
 
 @pytest.mark.parametrize(
@@ -95,6 +95,8 @@ def test_judge_led_example_config_loads():
         ("render.resources", {"renderer": 1}, "resources.renderer.resources"),
         ("learner.num_gpus", 0.5, "resources.learner.num_gpus"),
         ("rollout.num_gpus", 0.3, "resources.rollout.num_gpus"),
+        ("reward.judge.num_gpus", 1.0, "resources.judge.num_gpus"),
+        ("reward.hpsv3.num_gpus", 0.5, "resources.hpsv3.num_gpus"),
     ],
 )
 def test_moved_placement_field_names_its_new_place(old, value, new):
@@ -103,7 +105,7 @@ def test_moved_placement_field_names_its_new_place(old, value, new):
     assert f"{old}: moved to {new}" in str(err.value)
     # The new place takes it.
     cfg = load_config(ROOT / "configs/local.yaml", {new: value})
-    section, field = new.split(".")[1:]
+    section, field = new.split(".")[1:]  # resources.<actor>.<field>
     assert getattr(getattr(cfg.resources, section), field) == value
 
 
@@ -113,7 +115,10 @@ def test_old_resolved_config_with_default_placement_still_loads(tmp_path):
     data["render"]["resources"] = {}
     data.setdefault("learner", {})["num_gpus"] = 0.0
     data.setdefault("rollout", {})["num_gpus"] = 0.0
+    data["reward"].setdefault("judge", {})["num_gpus"] = 0.0
+    data["reward"].setdefault("hpsv3", {})["num_gpus"] = 1.0  # the old default of HPSv3's GPUs
     cfg = parse_config(data)
+    assert "num_gpus" not in cfg.reward.hpsv3.model_dump() and "num_gpus" not in cfg.reward.judge.model_dump()
     assert "resources" not in cfg.render.model_dump() and "num_gpus" not in cfg.learner.model_dump()
     with pytest.raises(ConfigError, match="render.resources: moved to resources.renderer.resources"):
         parse_config({**data, "render": {**data["render"], "resources": {"renderer": 2}}})

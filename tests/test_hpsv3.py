@@ -17,8 +17,8 @@ from brushrl.config import HPSv3Config
 from brushrl.reward.hpsv3 import HPSv3Scorer, hpsv3_runtime_env, mu_to_score
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The hpsv3 env's Python (built by scripts/build_hpsv3_env.sh).
-HPSV3_PYTHON = os.environ.get("BRUSHRL_HPSV3_PYTHON", "/work/hpsv3-venv/bin/python")
+#: The hpsv3 env's Python (``make hpsv3-env``: scripts/build_hpsv3_env.sh).
+HPSV3_PYTHON = os.environ.get("BRUSHRL_HPSV3_PYTHON", str(ROOT / ".venv-hpsv3" / "bin" / "python"))
 
 
 def _png(colour, mode="RGB") -> bytes:
@@ -51,7 +51,7 @@ def test_missing_hpsv3_names_the_config_field():
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory) -> Path:
     if not Path(HPSV3_PYTHON).exists():
-        pytest.skip(f"no hpsv3 env at {HPSV3_PYTHON}: build it with scripts/build_hpsv3_env.sh")
+        pytest.skip(f"no hpsv3 env at {HPSV3_PYTHON}: build it with `make hpsv3-env` (scripts/build_hpsv3_env.sh)")
     out = tmp_path_factory.mktemp("tiny_hpsv3")
     subprocess.run([HPSV3_PYTHON, str(ROOT / "scripts/make_tiny_hpsv3.py"), str(out)], check=True, timeout=600,
                    env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
@@ -108,7 +108,7 @@ def test_actor_scores_in_its_own_env_through_the_real_inferencer(tiny_checkpoint
 
     cfg = HPSv3Config(python=HPSV3_PYTHON, config_path=str(tiny_checkpoint / "hpsv3_tiny.yaml"),
                       checkpoint_path=str(tiny_checkpoint / "hpsv3_tiny.safetensors"), device="cpu",
-                      num_gpus=0, num_cpus=1, batch_size=2)
+                      num_cpus=1, batch_size=2)
     from brushrl.config import RayConfig
     from brushrl.ray_setup import init_ray
 

@@ -1,7 +1,8 @@
 """The ``judge_led`` preset with every scorer real, on CPU: the tiny judge VLM in both judge backends,
 the run report, and ``scripts/judge_led_local.sh`` end to end (HPSv3 actor in the hpsv3 env, the
 judge through ``OpenAIJudgeBackend`` against a real vLLM server, ``brushrl train --config
-configs/judge_led.yaml``). The end-to-end test skips cleanly without the hpsv3 env or the vllm env."""
+configs/judge_led.yaml``). The end-to-end test runs with ``BRUSHRL_SLOW_E2E=1`` (``make test
+SLOW_E2E=1``; CI skips it for time) and skips cleanly without the hpsv3 env or the vllm env."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from brushrl.config import JudgeConfig, load_config
 from brushrl.pool import ReferencePool
 from brushrl.reward.judge import PairwiseJudge, TransformersJudgeBackend
 from brushrl.reward.report import summarize_run
+from conftest import slow_e2e
 
 ROOT = Path(__file__).resolve().parents[1]
-HPSV3_PYTHON = Path(os.environ.get("BRUSHRL_HPSV3_PYTHON", "/work/hpsv3-venv/bin/python"))
+HPSV3_PYTHON = Path(os.environ.get("BRUSHRL_HPSV3_PYTHON", ROOT / ".venv-hpsv3" / "bin" / "python"))
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 
 
@@ -71,8 +73,9 @@ def test_judge_led_preset_needs_its_endpoint_and_keeps_the_cpu_default_offline()
     assert local.reward.scorers == ["pool_similarity"] and local.reward.judge.base_url is None
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not HPSV3_PYTHON.exists(), reason=f"no hpsv3 env at {HPSV3_PYTHON} (scripts/build_hpsv3_env.sh)")
+@slow_e2e("~4 min here, beyond CI's budget; the same scorers run for real in tests/test_hpsv3.py, "
+          "test_judge_server.py and test_rehearse.py")
+@pytest.mark.skipif(not HPSV3_PYTHON.exists(), reason=f"no hpsv3 env at {HPSV3_PYTHON} (make hpsv3-env)")
 @pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vllm env at {VLLM_PYTHON} (scripts/build_vllm_env.sh)")
 def test_judge_led_local_script_trains_with_every_scorer_real(tmp_path):
     """scripts/judge_led_local.sh: 2 steps of configs/judge_led.yaml with HPSv3 in its own env and the
@@ -87,7 +90,8 @@ def test_judge_led_local_script_trains_with_every_scorer_real(tmp_path):
     resolved = yaml_load(run / "config.yaml")["reward"]
     assert resolved["weights"] == {"gate": 0.05, "length": 0.05, "hpsv3": 0.30, "judge": 0.60}
     assert resolved["judge"]["backend"] == "openai" and resolved["judge"]["base_url"].startswith("http://127.0.0.1:")
-    assert resolved["hpsv3"]["device"] == "cpu" and resolved["hpsv3"]["num_gpus"] == 0
+    assert resolved["hpsv3"]["device"] == "cpu"
+    assert yaml_load(run / "config.yaml")["resources"]["hpsv3"]["num_gpus"] == 0
 
     rows = pd.read_parquet(run / "rollouts.parquet")
     scored = rows[rows.gate_verdict == "pass"]

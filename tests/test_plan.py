@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from brushrl.cli import main
-from brushrl.config import ConfigError, load_config
+from brushrl.config import PLACED_ACTORS, ConfigError, load_config
 from brushrl.plan.resources import build_plan, ray_options
 from brushrl.plan.timing import estimate_run, estimates_from_run, step_seconds
 from brushrl.ray_setup import start_local_ray
@@ -35,13 +35,13 @@ def test_shipped_configs_pass_config_check(name, capsys):
 def test_h200_and_cluster_shapes():
     h200 = build_plan(load_config(ROOT / "configs/h200.yaml"))
     (node,) = h200.nodes
-    assert node.gpu_type == "H200" and node.fixed == ["learner", "rollout", "scorer"]
-    gpus = {a.actor: a.gpus for a in h200.actors}
-    assert 0 < sum(gpus.values()) <= 1 and gpus["renderer"] == 0
+    assert node.gpu_type == "H200" and node.fixed == ["learner", "rollout", "2 judge", "scorer", "hpsv3"]
+    gpus = {a.actor: a.gpus * a.count for a in h200.actors}
+    assert gpus == {"learner": 0.75, "rollout": 1, "judge": 2, "scorer": 0, "hpsv3": 0.25, "renderer": 0}
     cluster = build_plan(load_config(ROOT / "configs/cluster.yaml"))
     kinds = {a.actor: a.node for a in cluster.actors}
-    assert kinds == {"learner": "gpu_learner", "rollout": "gpu_learner", "scorer": "gpu_scorer",
-                     "renderer": "cpu_renderer"}
+    assert kinds == {"learner": "gpu_learner", "rollout": "gpu_learner", "judge": "gpu_scorer", "scorer": "gpu_scorer",
+                     "hpsv3": "gpu_scorer", "renderer": "cpu_renderer"}
     rend = next(n for n in cluster.nodes if n.name == "cpu_renderer")
     assert rend.gpus == 0 and rend.renderers_per_node == 14  # the custom resource bounds it (32 vCPU / 2 = 16)
 
@@ -59,11 +59,11 @@ def test_renderers_per_node_and_autoscaled_nodes():
 
 
 def test_renderers_share_a_node_with_the_fixed_actors():
-    cfg = load_config(ROOT / "configs/h200.yaml", {"render.num_actors": 10})
+    cfg = load_config(ROOT / "configs/h200.yaml", {"render.num_actors": 100})
     plan = build_plan(cfg)
-    # 16 vCPU - learner 4 - rollout 2 - scorer 0.25 = 9.75 free: 4 renderers of 2 CPUs.
-    assert plan.renderers_placed == 4
-    assert any("only 4 of render.num_actors=10" in w for w in plan.warnings)
+    # 192 vCPU - learner 8 - rollout 2 - 2 judge servers x 1 - judge client 0.25 - hpsv3 1 = 178.75: 89 of 2 CPUs.
+    assert plan.renderers_placed == 89
+    assert any("only 89 of render.num_actors=100" in w for w in plan.warnings)
 
 
 def test_slow_renders_warn_that_the_learner_waits(capsys):
@@ -76,12 +76,12 @@ def test_slow_renders_warn_that_the_learner_waits(capsys):
 
 
 def test_plan_errors_name_the_actor_and_resource(capsys):
-    cfg = load_config(ROOT / "configs/h200.yaml", {"resources.learner.num_gpus": 0.9})
+    cfg = load_config(ROOT / "configs/h200.yaml", {"resources.judge.num_gpus": 4})
     plan = build_plan(cfg)
-    assert any(e.startswith("resources.") and "GPU" in e for e in plan.errors), plan.errors
+    assert any(e.startswith("resources.judge") and "2 x GPU=4" in e for e in plan.errors), plan.errors
     # A custom resource the node kind does not advertise: the actor could never be scheduled.
     cfg = load_config(ROOT / "configs/cluster.yaml", {"resources.scorer.node": "gpu_learner"})
-    assert any("resources.scorer" in e and "scorer=1" in e for e in build_plan(cfg).errors)
+    assert any("resources.scorer" in e and "scorer=0.1" in e for e in build_plan(cfg).errors)
     assert main(["config", "check", str(ROOT / "configs/cluster.yaml"), "--set", "resources.scorer.node=gpu_learner"]) == 1
 
 
@@ -94,7 +94,7 @@ def test_unknown_node_kind_is_a_config_error(capsys):
 
 def test_ray_options_ask_only_for_what_is_set():
     cfg = load_config(ROOT / "configs/local.yaml")
-    assert all(ray_options(getattr(cfg.resources, a)) == {} for a in ("learner", "rollout", "scorer", "renderer"))
+    assert all(ray_options(getattr(cfg.resources, a)) == {} for a in PLACED_ACTORS)
     cluster = load_config(ROOT / "configs/cluster.yaml")
     assert ray_options(cluster.resources.renderer) == {"memory": 2**30, "resources": {"renderer": 1.0}}
     assert ray_options(cluster.resources.learner)["num_gpus"] == 1
@@ -120,8 +120,12 @@ def test_step_model_sync_and_async():
 def test_plan_reproduces_the_seeds_order_of_magnitude(render_s, capsys):
     """The seeds: Qwen3.5-35B-A3B on one H200, G=8, one group a step, renders one after another at
     69-96 s each (70-80% of a 15-18 min step); 60 steps took 17h46m, 110 steps ~34 H200-hours."""
+    # The seeds' shape: one H200 for learner and generation; judge and HPSv3 served elsewhere.
+    seeds = ["resources.nodes.h200.gpus=1", "resources.rollout.num_gpus=0.25", "resources.judge.num_gpus=0",
+             "reward.judge.serve=null", "reward.judge.base_url=http://judge:8000/v1", "resources.hpsv3.num_gpus=0"]
     args = ["plan", "--config", str(ROOT / "configs/h200.yaml"), "--steps", "110", "--renderers", "1",
             "--render-s", str(render_s), "--gen-s", "120", "--learn-s", "60", "--score-s", "5",
+            *[a for kv in seeds for a in ("--set", kv)],
             "--set", "rollout.groups_per_step=1", "--set", "resources.estimates.static_pass=1", "--json"]
     assert main(args) == 0
     est = json.loads(capsys.readouterr().out)

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import free_port
+from brushrl.ray_setup import PrivateHead, job_runtime_env
 from test_train import small_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +38,6 @@ BIN = Path(sys.executable).parent
 #: (RAY_JOB_STOP_WAIT_TIME_S, 60) plus slack for two ``ray`` CLI starts on a loaded machine. That
 #: the graceful path ran (not the SIGKILL) is checked by the job's own log lines.
 STOP_BOUND_S = 150
-
-
-def makefile_runtime_env() -> dict:
-    """The Makefile's ``RUNTIME_ENV`` (what ``make demo`` submits with), ``$(CURDIR)`` = this checkout."""
-    line = re.search(r"^RUNTIME_ENV := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
-    return json.loads(line.replace("$(CURDIR)", str(ROOT)))
 
 
 def tagged_processes(tag: str) -> list[str]:
@@ -62,68 +55,28 @@ def tagged_processes(tag: str) -> list[str]:
     return found
 
 
-class LocalHead:
-    """A private local head started by the Makefile's ``make ray-head`` (as ``make demo`` starts one)
-    with ``--block``, free loopback ports and a private temp dir, in a new empty ``HOME``: a home
-    where Ray never ran, so the head starts only if the Makefile creates the auth token.
-
-    Args:
-        keep: folder that receives ``head.log``, the empty home and the session's Ray logs.
+class LocalHead(PrivateHead):
+    """A :class:`~brushrl.ray_setup.PrivateHead` started by the Makefile's ``make ray-head`` (as
+    ``make demo`` starts one) in a new empty ``HOME``: a home where Ray never ran, so the head starts
+    only if the Makefile creates the auth token. The head's output goes to ``keep/head.log``, make's
+    own to ``keep/make.log``, the session's Ray logs to ``keep`` when it stops.
     """
-
-    #: Starts tried: on a loaded machine Ray 2.60's raylet aborts when the dashboard agent is slow
-    #: to write its port files (see ``brushrl.ray_setup``), and ``ray start`` exits.
-    ATTEMPTS = 5
 
     def __init__(self, keep: Path) -> None:
         self.keep = keep
         self.home = Path(tempfile.mkdtemp(prefix="home", dir=keep))
-        self.env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token",
-                        PATH=f"{BIN}:{os.environ['PATH']}", HOME=str(self.home))
-        for name in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-            self.env.pop(name, None)
-        self.proc = None
-        self.temp_dir = ""
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+        super().__init__(keep / "head.log", num_cpus=4, env=env | {"HOME": str(self.home)}, keep_logs=keep)
 
-    def start(self, timeout_s: float = 240) -> None:
-        """Start the head and wait until its job API answers (``ray job list``, with the token);
-        retries a head that exits on startup."""
-        for attempt in range(1, self.ATTEMPTS + 1):
-            self._launch()
-            deadline = time.time() + timeout_s
-            while self.proc.poll() is None and time.time() < deadline:
-                if self.job("list", timeout=120).returncode == 0:
-                    return
-                time.sleep(2)
-            log = "".join((self.keep / f).read_text()[-2000:] for f in ("make.log", "head.log")
-                          if (self.keep / f).exists())
-            self.stop()
-            assert attempt < self.ATTEMPTS, f"local Ray head did not come up: {log}"
-
-    def _launch(self) -> None:
-        # Short path: Ray's unix sockets live under it (sun_path is limited to 107 bytes).
-        self.temp_dir = tempfile.mkdtemp(prefix="brj", dir="/tmp")
-        self.dashboard = free_port()
-        self.address = f"http://127.0.0.1:{self.dashboard}"
-        ports = {name: free_port() for name in (
-            "port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-            "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
-        # Options given again after the Makefile's own win (click keeps an option's last value).
-        args = ["--block", f"--dashboard-port={self.dashboard}", "--num-cpus=4", f"--temp-dir={self.temp_dir}",
-                *(f"--{name}={port}" for name, port in ports.items())]
-        cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "ray-head",
-               f"RAY_LOG={self.keep / 'head.log'}", f"RAY_HEAD_ARGS={' '.join(args)}"]
-        self.log = open(self.keep / "make.log", "a")
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+    def _launch(self, args: list[str]) -> subprocess.Popen:
+        cmd = ["make", "-s", "--no-print-directory", "-C", str(ROOT), "ray-head", f"RAY_LOG={self.log_path}",
+               f"RAY_HEAD_ARGS={' '.join(args)}"]  # options given again win (click keeps the last value)
+        with open(self.keep / "make.log", "a") as log:
+            return subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def job(self, command: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        """``ray job COMMAND --address <this head> ARGS...`` run from the checkout, as a user would.
-
-        The CLI, not ``JobSubmissionClient`` in this process: Ray reads ``RAY_AUTH_MODE`` once per
-        process, and pytest imported Ray before this test could set it."""
-        return subprocess.run([str(BIN / "ray"), "job", command, "--address", self.address, *args], cwd=ROOT,
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
+        """``ray job COMMAND`` against this head, run from the checkout as a user would."""
+        return self.jobs(command, *args, timeout=timeout, cwd=ROOT)
 
     def job_status(self, job_id: str) -> str:
         """``PENDING``, ``RUNNING``, ``STOPPED``, ``SUCCEEDED``, ``FAILED`` of a job (``ray job status``,
@@ -137,30 +90,6 @@ class LocalHead:
 
     def job_logs(self, job_id: str) -> str:
         return self.job("logs", job_id, timeout=120).stdout
-
-    def stop(self) -> None:
-        """End ``ray start --block`` (it stops this head's processes), then any process still running
-        from this head's temp dir (by pid: they are ours); keep the logs, remove the temp dir."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # make, its shell and `ray start --block`
-            try:
-                self.proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                if self.temp_dir in " ".join(proc.info["cmdline"] or []):
-                    proc.kill()
-            except psutil.Error:
-                continue
-        self.log.close()
-        logs = Path(self.temp_dir) / "session_latest" / "logs"
-        if logs.is_dir():
-            shutil.copytree(logs, self.keep / f"ray_logs_{Path(self.temp_dir).name}", dirs_exist_ok=True)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
-        self.proc = None
 
 
 @pytest.fixture
@@ -216,7 +145,7 @@ def test_make_ray_head_starts_in_a_home_where_ray_never_ran(local_head):
 @pytest.mark.slow
 def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
     tag = uuid.uuid4().hex
-    runtime_env = makefile_runtime_env()
+    runtime_env = job_runtime_env(ROOT)  # what `make submit` submits with
     runtime_env["env_vars"]["BRUSHRL_JOB_TAG"] = tag  # inherited by the driver, the actors and Chromium
     steps = 30  # far more than run before the stop
     overrides = small_overrides(tmp_path, steps=steps)

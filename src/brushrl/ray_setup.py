@@ -1,9 +1,18 @@
-"""Connecting to (or starting) the Ray cluster."""
+"""Connecting to (or starting) the Ray cluster: the job's, an in-process local one, or a private local
+head that jobs are submitted to (:class:`PrivateHead`), and the runtime env of a local job."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 import ray
 
@@ -67,3 +76,131 @@ def start_local_ray(**kwargs) -> None:
                 raise
             log.warning("Ray local start timed out (attempt %d/%d); retrying", attempt, _START_ATTEMPTS)
             ray.shutdown()
+
+
+#: Left out of a job's upload (Ray's gitignore-style patterns): history (a ``.git`` over 100 MiB
+#: fails the job), envs, runs, caches and the npm libraries (the job reads them in place).
+JOB_EXCLUDES = [".git", ".venv*", "runs", ".cache", "js/node_modules", "**/__pycache__"]
+
+
+def job_runtime_env(root: str | Path, **env_vars: str) -> dict:
+    """The runtime env of a brushrl job submitted from the checkout at ``root`` to a local head
+    (``make submit``, ``brushrl rehearse``, the tests; a cluster uses ``cluster/runtime_env.yaml``).
+
+    The checkout is the working dir and its package goes first on the job's ``PYTHONPATH``
+    (``py_modules``), so the job runs the code submitted, not another installed copy;
+    ``BRUSHRL_JS_DIR`` points the renderers at this checkout's browser libraries; one thread per
+    actor (the actors share the cores); ``RAY_JOB_STOP_WAIT_TIME_S``: seconds ``ray job stop`` waits
+    after SIGTERM before SIGKILL (Ray's 3 s is too short to close the browsers and finish the step
+    being written; read by the job's supervisor actor, which gets these variables). ``env_vars``
+    add or replace variables.
+    """
+    root = Path(root).resolve()
+    return {"working_dir": str(root), "py_modules": [str(root / "src" / "brushrl")], "excludes": JOB_EXCLUDES,
+            "env_vars": {"BRUSHRL_JS_DIR": str(root / "js"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+                         "RAY_JOB_STOP_WAIT_TIME_S": "60", **env_vars}}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago (the OS picked it; a server started right
+    after will almost always get it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class PrivateHead:
+    """A local Ray head of its own: ``ray start --head --block`` on free loopback ports, its own temp
+    dir and token auth, so it never touches another Ray on the machine (a ``ray stop`` would stop
+    them all); it is stopped by ending its process group. Jobs go to it with :meth:`jobs`.
+
+    Args:
+        log_path: where the head's output goes.
+        num_cpus: logical CPUs of the head.
+        env: the environment of the head and of the ``ray job`` CLI (default: this process's, with
+            ``RAY_AUTH_MODE=token``, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, this Python's ``bin``
+            first on ``PATH`` and no ``RAY_ADDRESS``).
+        keep_logs: folder that receives the Ray session's logs when the head stops (None: dropped).
+    """
+
+    #: Starts tried: on a loaded machine Ray 2.60's raylet aborts when the dashboard agent is slow
+    #: to write its port files (see ``_START_ATTEMPTS``), and ``ray start`` exits.
+    ATTEMPTS = 5
+    #: ``ray start`` options naming a port (each given a free one).
+    PORT_OPTIONS = ("port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                    "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")
+
+    def __init__(self, log_path: Path, num_cpus: int = 4, env: dict | None = None, keep_logs: Path | None = None):
+        self.log_path, self.num_cpus, self.keep_logs = Path(log_path), num_cpus, keep_logs
+        self.bin = Path(sys.executable).parent
+        self.env = dict(os.environ if env is None else env, RAY_AUTH_MODE="token", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+                        PATH=f"{self.bin}:{os.environ.get('PATH', '')}")
+        self.env.pop("RAY_ADDRESS", None)
+        self.proc: subprocess.Popen | None = None
+        self.temp_dir = self.address = ""
+
+    def start(self, timeout_s: float = 240) -> str:
+        """Start the head; returns its dashboard address (the job API) once ``ray job list`` answers
+        with the token.
+
+        Raises:
+            RuntimeError: no start in ``ATTEMPTS`` tries (the log's tail in the message).
+        """
+        for _ in range(self.ATTEMPTS):
+            self.temp_dir = tempfile.mkdtemp(prefix="brh", dir="/tmp")  # short: Ray's socket paths
+            dashboard, ports = free_port(), {name: free_port() for name in self.PORT_OPTIONS}
+            self.address = f"http://127.0.0.1:{dashboard}"
+            args = ["--block", f"--dashboard-port={dashboard}", f"--num-cpus={self.num_cpus}",
+                    f"--temp-dir={self.temp_dir}", *(f"--{name}={port}" for name, port in ports.items())]
+            self.proc = self._launch(args)
+            end = time.monotonic() + timeout_s
+            while self.proc.poll() is None and time.monotonic() < end:
+                if self.jobs("list").returncode == 0:
+                    return self.address
+                time.sleep(2)
+            self.stop()
+        raise RuntimeError(f"local Ray head did not come up:\n{self.log_path.read_text()[-3000:]}")
+
+    def _launch(self, args: list[str]) -> subprocess.Popen:
+        """Create the token where none exists (``ray start`` does not), then start the head with
+        ``args`` (``--block``, ports, temp dir) in a new process group."""
+        subprocess.run([str(self.bin / "ray"), "get-auth-token", "--generate"], env=self.env, capture_output=True,
+                       timeout=120)
+        cmd = [str(self.bin / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+               "--disable-usage-stats", *args]
+        with open(self.log_path, "a") as log:
+            return subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def jobs(self, command: str, *args: str, timeout: float = 120, cwd: str | Path | None = None
+             ) -> subprocess.CompletedProcess:
+        """``ray job COMMAND --address <this head> ARGS...`` with the head's token (the CLI, not
+        ``JobSubmissionClient``: Ray reads ``RAY_AUTH_MODE`` once per process)."""
+        return subprocess.run([str(self.bin / "ray"), "job", command, "--address", self.address, *args], cwd=cwd,
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def stop(self) -> None:
+        """End the head's process group (``ray start --block`` stops the head's processes), then any
+        process still running from its temp dir; keep the logs (``keep_logs``), remove the temp
+        dir. Safe to call twice."""
+        import psutil
+
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc = None
+        if not self.temp_dir:
+            return
+        for proc in psutil.process_iter(["pid", "cmdline"]):  # this head's own processes left behind
+            try:
+                if self.temp_dir in " ".join(proc.info["cmdline"] or []):
+                    proc.kill()
+            except psutil.Error:
+                continue
+        logs = Path(self.temp_dir) / "session_latest" / "logs"
+        if self.keep_logs is not None and logs.is_dir():
+            shutil.copytree(logs, self.keep_logs / f"ray_logs_{Path(self.temp_dir).name}", dirs_exist_ok=True)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        self.temp_dir = ""

@@ -1,5 +1,6 @@
 """The run's Ray actors, started and stopped together: the renderer pool, the rollout engine, the
-learner and the scorers, and the loop's view of the learner (:class:`ActorLearnerSide`)."""
+learner, the scorers and the judge servers brushrl serves, and the loop's view of the learner
+(:class:`ActorLearnerSide`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import ray
 from brushrl.config import BrushRLConfig
 from brushrl.learner import TrainSample
 from brushrl.render.pool import RenderPool
+from brushrl.reward.actor import RewardActors
 from brushrl.types import Group
 
 
@@ -24,21 +26,28 @@ class Pipeline:
         render_pool: the renderer actors and the render path (``brushrl.render.pool``).
         learner: the learner actor (``brushrl.learner.make_learner_actor``).
         rollout: the rollout engine actor (``brushrl.rollout.make_rollout_actor``).
-        scorers: scorer name -> scorer actor (``brushrl.reward.actor.make_scorer_actors``).
+        reward: the scorer actors by component name and the judge servers
+            (``brushrl.reward.actor.start_reward_actors``).
     """
 
     render_pool: RenderPool | None = None
     learner: object = None
     rollout: object = None
-    scorers: dict = field(default_factory=dict)
+    reward: RewardActors = field(default_factory=RewardActors)
 
-    def start(self, cfg: BrushRLConfig, system_prompt: str, learner: bool = True) -> None:
-        """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started); without the
-        learner when ``learner`` is False (``brushrl eval`` only samples and scores). If a start
-        fails (or the run is stopped meanwhile), the actors started so far are stopped and the
+    @property
+    def scorers(self) -> dict:
+        """Scorer name -> scorer actor."""
+        return self.reward.scorers
+
+    def start(self, cfg: BrushRLConfig, system_prompt: str, log_dir: str | None = None, learner: bool = True) -> None:
+        """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started) without waiting
+        for the judge servers (:meth:`wait_ready`); ``log_dir`` gets the judge servers' logs; without
+        the learner when ``learner`` is False (``brushrl eval`` only samples and scores). If a
+        start fails (or the run is stopped meanwhile), the actors started so far are stopped and the
         exception goes on."""
         from brushrl.learner import make_learner_actor
-        from brushrl.reward.actor import make_scorer_actors
+        from brushrl.reward.actor import start_reward_actors
         from brushrl.rollout import make_rollout_actor
 
         try:
@@ -46,10 +55,16 @@ class Pipeline:
             if learner:
                 self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             self.rollout = make_rollout_actor(cfg, system_prompt)
-            self.scorers = make_scorer_actors(cfg.reward, placement=cfg.resources.scorer)
+            self.reward = start_reward_actors(cfg.reward, cfg.resources, log_dir)
         except BaseException:
             self.stop()
             raise
+
+    def wait_ready(self, cfg: BrushRLConfig, say) -> None:
+        """Health-check the judge servers brushrl serves (none: returns at once); raises what
+        ``RewardActors.wait_ready`` raises."""
+        if self.reward.servers:
+            self.reward.wait_ready(cfg.reward.judge.serve.startup_timeout_s, say)
 
     def learner_side(self, cfg: BrushRLConfig) -> ActorLearnerSide:
         return ActorLearnerSide(self.learner, self.rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir)
@@ -60,11 +75,12 @@ class Pipeline:
         if self.render_pool is not None:
             self.render_pool.shutdown()
             self.render_pool = None
-        for actor in (self.learner, self.rollout, *self.scorers.values()):
+        self.reward.stop()  # the judge servers' vLLM processes, before their actors go
+        for actor in (self.learner, self.rollout, *self.reward.actors):
             if actor is not None:
                 ray.kill(actor, no_restart=True)
         self.learner = self.rollout = None
-        self.scorers = {}
+        self.reward = RewardActors()
 
 
 class ActorLearnerSide:

@@ -166,7 +166,8 @@ class Evaluator:
         pipe, rows = Pipeline(), []
         t0 = time.perf_counter()
         try:
-            pipe.start(cfg, system_prompt, learner=False)
+            pipe.start(cfg, system_prompt, str(self.out / "logs"), learner=False)
+            pipe.wait_ready(cfg, self._say)  # the judge servers brushrl serves, as in training
             producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(0))
             for policy in policies:
                 if policy.adapter is not None:

@@ -88,6 +88,7 @@ class Trainer:
             try:
                 producer, ledger = self._build(pipe)  # 1. build
                 first_step = self._restore(pipe, producer, ledger)  # 2. restore
+                pipe.wait_ready(cfg, self._say)  # the judge servers, health-checked before step 1
                 writer = self._writer(pipe, first_step)  # 3. loop
                 if first_step <= cfg.run.steps:
                     asyncio.run(self._loop(pipe, producer, ledger, writer, first_step))
@@ -122,7 +123,10 @@ class Trainer:
         pool = ReferencePool(cfg.reward.pool.path)
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
-        pipe.start(cfg, system_prompt)
+        pipe.start(cfg, system_prompt, str(self.run_dir.root / "logs"))
+        info = ray.get(pipe.learner.describe.remote())  # waits for the learner (and its workers) to be built
+        self._say(f"[brushrl] learner: {info['strategy']}; {info['trainable_params']:,} of "
+                  f"{info['total_params']:,} parameters trainable")
         producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(cfg.run.seed))
         return producer, GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
 

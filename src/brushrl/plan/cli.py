@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from brushrl.config import BrushRLConfig, ConfigError, load_config
+from brushrl.plan.memory import MemoryPlan, build_memory_plan
 from brushrl.plan.resources import ResourcePlan, build_plan
 from brushrl.plan.timing import RunEstimate, estimate_run, estimates_from_run
 
@@ -58,13 +59,39 @@ def plan_tables(cfg: BrushRLConfig, plan: ResourcePlan) -> list[Table]:
     return [actors, nodes, cap]
 
 
-def _problems(console: Console, plan: ResourcePlan) -> None:
-    for e in plan.errors:
+def memory_tables(mem: MemoryPlan) -> list[Table]:
+    """Rich tables of a GPU-memory plan: each GPU actor's estimate by part, then each GPU's load."""
+    if not mem.estimates and not mem.gpus:
+        return []
+    est = Table(title="GPU memory per actor (GiB per GPU; derived from the model's architecture)",
+                title_justify="left")
+    for col in ("actor", "model", "derived", "parts", "vLLM share", "typed", "holds"):
+        est.add_column(col, justify="right" if col in ("derived", "vLLM share", "typed", "holds") else "left")
+    for e in mem.estimates:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in e.parts.items() if v >= 0.05)
+        est.add_row(e.component, f"{e.model} ({e.note})" if e.note else e.model, f"{e.derived_gib:.1f}", parts,
+                    f"{e.reserved_gib:.1f}" if e.reserved_gib else "-",
+                    f"{e.typed_gib:.1f}" if e.typed_gib else "-", f"{e.used_gib:.1f}")
+    gpus = Table(title="GPUs (first node of each kind, Ray's assignment)", title_justify="left")
+    for col in ("GPU", "type", "actors (Ray GPU share: GiB)", "used", "free", "of"):
+        gpus.add_column(col, justify="right" if col in ("used", "free", "of") else "left")
+    for g in mem.gpus:
+        actors = ", ".join(f"{u.component} ({u.share:g}: {u.gib:.1f})" for u in g.uses) or "-"
+        gpus.add_row(g.label, g.gpu_type or "-", actors, f"{g.used_gib:.1f}", f"{g.total_gib - g.used_gib:.1f}",
+                     f"{g.total_gib:.1f}")
+    return [est, gpus]
+
+
+def _problems(console: Console, plan: ResourcePlan, mem: MemoryPlan | None = None) -> None:
+    errors = plan.errors + (mem.errors if mem else [])
+    warnings = plan.warnings + (mem.warnings if mem else [])
+    for e in errors:
         console.print(f"[bold red]error[/]: {e}")
-    for w in plan.warnings:
+    for w in warnings:
         console.print(f"[bold yellow]warning[/]: {w}")
-    if not plan.errors and not plan.warnings:
-        console.print("[green]ok[/]: every actor fits and the renderers keep up with the learner")
+    if not errors and not warnings:
+        gpu = "; every GPU holds the memory of what lands on it" if mem and mem.gpus else ""
+        console.print(f"[green]ok[/]: every actor fits{gpu} and the renderers keep up with the learner")
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -76,14 +103,16 @@ def run_check(args: argparse.Namespace) -> int:
         print(exc)
         return 2
     plan = build_plan(cfg)
+    mem = build_memory_plan(cfg)
     if not args.plan_only:
         console.rule(f"resolved config: {args.file}")
         console.print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), markup=False, highlight=False)
     console.rule("resource plan")
-    for table in plan_tables(cfg, plan):
+    for table in plan_tables(cfg, plan) + memory_tables(mem):
         console.print(table)
-    _problems(console, plan)
-    return 1 if plan.errors or (args.strict and plan.warnings) else 0
+    _problems(console, plan, mem)
+    errors, warnings = plan.errors + mem.errors, plan.warnings + mem.warnings
+    return 1 if errors or (args.strict and warnings) else 0
 
 
 def estimate_table(est: RunEstimate) -> Table:
@@ -145,13 +174,16 @@ def register(sub) -> None:
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     c = csub.add_parser(
         "check",
-        help="print the resolved config and its resource plan; warn when renders cannot keep up",
+        help="print the resolved config, its resource and GPU-memory plan; fail when a GPU is over-subscribed",
         description="Validate FILE, print it with every default filled in, then the resource plan: which "
         "actor runs on which node kind and what it reserves (CPUs, GPUs, memory, custom resources), how "
         "many renderers fit per node, and the render capacity (renders/min, from resources.estimates: "
         "render_s x render_cores core-seconds a render) against the learner's demand (groups_per_step x "
-        "G x static_pass renders every gen_s + learn_s seconds). Exit codes: 0 ok, 1 the plan has "
-        "errors (or warnings with --strict), 2 the config is invalid.",
+        "G x static_pass renders every gen_s + learn_s seconds); then the GPU memory of every GPU actor "
+        "(learner, vLLM rollout engine, judge servers, HPSv3), derived from its model's architecture "
+        "(brushrl.plan.memory), and each GPU's load as Ray would assign them. Exit codes: 0 ok, 1 the "
+        "plan has errors (a GPU over-subscribed, an actor that does not fit; or warnings with --strict), "
+        "2 the config is invalid.",
     )
     c.add_argument("file", help="YAML run config, e.g. configs/h200.yaml")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -104,14 +104,9 @@ def build_plan(cfg: BrushRLConfig) -> ResourcePlan:
     learner's demand (see the module docstring for the model). Never raises for an unplaceable
     config: the problems are in ``errors``."""
     res, est = cfg.resources, cfg.resources.estimates
-    fixed = [
-        ActorRow("learner", res.learner.node, 1, cfg.learner.num_cpus, res.learner.num_gpus, res.learner.memory_gb,
-                 dict(res.learner.resources)),
-        ActorRow("rollout", res.rollout.node, 1, cfg.rollout.num_cpus, res.rollout.num_gpus, res.rollout.memory_gb,
-                 dict(res.rollout.resources)),
-        ActorRow("scorer", res.scorer.node, 1, SCORER_NUM_CPUS, res.scorer.num_gpus, res.scorer.memory_gb,
-                 dict(res.scorer.resources)),
-    ]
+    fixed = [_row("learner", res.learner, cfg.learner.num_cpus, cfg.learner.workers),  # resources.learner: per worker
+             _row("rollout", res.rollout, cfg.rollout.num_cpus)]
+    fixed += [_row(actor, getattr(res, actor), cpus, count) for actor, cpus, count in reward_actor_asks(cfg)]
     rend = res.renderer
     renderer_row = ActorRow("renderer", rend.node, cfg.render.num_actors, cfg.render.num_cpus, rend.num_gpus,
                             rend.memory_gb, dict(rend.resources))
@@ -125,14 +120,16 @@ def build_plan(cfg: BrushRLConfig) -> ResourcePlan:
         here = [a for a in fixed if a.node == name]
         for a in here:
             ask = _ask(a.cpus, getattr(res, a.actor))
-            for key, need in ask.items():
+            for key, one in ask.items():
+                need = one * a.count
                 if need > 0 and free.get(key, 0.0) + _EPS < need:
+                    what = f"{a.count} x {key}={one:g}" if a.count > 1 else f"{key}={need:g}"
                     errors.append(
-                        f"resources.{a.actor}: does not fit on a {name} node: needs {key}={need:g}, "
+                        f"resources.{a.actor}: does not fit on a {name} node: needs {what}, "
                         f"{max(free.get(key, 0.0), 0.0):g} of the node's {total.get(key, 0.0):g} left"
                     )
                 free[key] = free.get(key, 0.0) - need
-            row.fixed.append(a.actor)
+            row.fixed.append(a.actor if a.count == 1 else f"{a.count} {a.actor}")
         needed = 1 if here else 0
         if rend.node == name:
             ask = _ask(cfg.render.num_cpus, rend)
@@ -176,6 +173,33 @@ def build_plan(cfg: BrushRLConfig) -> ResourcePlan:
         )
     return ResourcePlan(fixed + [renderer_row], nodes, placed, capacity, renders_per_step, demand,
                         est.render_s * est.render_cores, errors, warnings)
+
+
+def _row(actor: str, p: ActorPlacement, cpus: float, count: int = 1) -> ActorRow:
+    return ActorRow(actor, p.node, count, cpus, p.num_gpus, p.memory_gb, dict(p.resources))
+
+
+def reward_actor_asks(cfg: BrushRLConfig) -> list[tuple[str, float, int]]:
+    """The reward side's actors as ``(resources field, CPUs each, count)``, as
+    ``brushrl.reward.actor.start_reward_actors`` starts them: the pool scorer and the judge's client
+    on ``resources.scorer``; the judge servers (``reward.judge.serve.replicas``) or the in-process
+    judge on ``resources.judge``; HPSv3 on ``resources.hpsv3``."""
+    rew, out = cfg.reward, []
+    if "pool_similarity" in rew.scorers:
+        out.append(("scorer", SCORER_NUM_CPUS, 1))
+    if "judge" in rew.scorers:
+        if rew.judge.serve is not None:
+            out.append(("judge", rew.judge.serve.num_cpus, rew.judge.serve.replicas))
+        if rew.judge.backend == "transformers":
+            out.append(("judge", SCORER_NUM_CPUS, 1))
+        else:
+            out.append(("scorer", SCORER_NUM_CPUS, 1))  # the judge's HTTP client
+    if "hpsv3" in rew.scorers:
+        out.append(("hpsv3", rew.hpsv3.num_cpus, 1))
+    merged: dict[tuple[str, float], int] = {}
+    for actor, cpus, count in out:
+        merged[(actor, cpus)] = merged.get((actor, cpus), 0) + count
+    return [(actor, cpus, count) for (actor, cpus), count in merged.items()]
 
 
 def ray_options(placement: ActorPlacement) -> dict:

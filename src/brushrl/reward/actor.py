@@ -1,14 +1,18 @@
 """Scorer actors: each scorer runs in its own Ray actor, so a scorer failure is isolated and
-becomes None for its samples. Every actor implements ``GroupScorer.score_group``."""
+becomes None for its samples. Every actor implements ``GroupScorer.score_group``.
+:func:`start_reward_actors` starts a run's reward side (scorers and the judge servers brushrl
+serves) from the config, each placed by its ``resources`` field."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import ray
 
-from brushrl.config import ActorPlacement, JudgeConfig, PoolScorerConfig, RewardConfig
-from brushrl.plan.resources import SCORER_NUM_CPUS
+from brushrl.config import ActorPlacement, JudgeConfig, PoolScorerConfig, ResourcesConfig, RewardConfig
+from brushrl.plan.resources import SCORER_NUM_CPUS, ray_options
 from brushrl.pool import ReferencePool
 from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import PoolSimilarityScorer
@@ -41,12 +45,25 @@ class JudgeActor:
 
     Args:
         judge: the judge config. pool_path: the reference pool folder.
+        backend: a ready backend (tests); None: ``make_backend(judge)``.
+        servers: the judge server actors brushrl serves (``reward.judge.serve``): requests go to them
+            through a :class:`~brushrl.reward.judge_server.ReplicaRouter` instead of ``base_url``.
     """
 
-    def __init__(self, judge: JudgeConfig, pool_path: str, backend=None):
+    def __init__(self, judge: JudgeConfig, pool_path: str, backend=None, servers: list | None = None):
         from brushrl.reward.judge import PairwiseJudge, make_backend
 
-        self.judge = PairwiseJudge(ReferencePool(pool_path), backend or make_backend(judge), judge)
+        endpoints = None
+        if servers:
+            from brushrl.reward.judge_server import ReplicaRouter
+
+            endpoints = ReplicaRouter(servers, refresh_timeout_s=judge.serve.startup_timeout_s)
+        self.judge = PairwiseJudge(ReferencePool(pool_path), backend or make_backend(judge, endpoints), judge)
+
+    def router_state(self) -> dict:
+        """Replicas' URLs, requests in flight, which are set aside, and how many came back (tests)."""
+        router = getattr(self.judge.backend, "endpoints", None)
+        return {k: getattr(router, k, None) for k in ("urls", "in_flight", "down", "refreshes")}
 
     def resume_curriculum(self, stage: int) -> int:
         """Bring the reference curriculum to a resumed run's ``stage``
@@ -73,27 +90,76 @@ class JudgeActor:
 def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = SCORER_NUM_CPUS, placement: ActorPlacement | None = None):
     """Start a ``PoolScorerActor`` (restarted by Ray if it dies) with ``num_cpus`` logical CPUs and
     what ``placement`` (e.g. ``cfg.resources.scorer``) asks for."""
-    from brushrl.plan.resources import ray_options
-
     options = ray_options(placement) if placement is not None else {}
     return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1, **options)(PoolScorerActor).remote(cfg)
 
 
-def make_scorer_actors(cfg: RewardConfig, placement: ActorPlacement | None = None) -> dict:
-    """One actor per weighted scorer component (``cfg.scorers``): name -> actor handle.
+@dataclass
+class RewardActors:
+    """A run's reward side: the scorer actors by component name, and the judge servers.
 
-    ``pool_similarity``: CPU; ``judge``: ``judge.num_gpus`` (in-process backend) or a light client
-    (endpoint backend); ``hpsv3``: its own Python env (``brushrl.reward.hpsv3``).
+    ``servers`` are started, not yet ready: :meth:`wait_ready` health-checks them (before the first
+    step); :meth:`stop` stops their vLLM processes; ``actors`` is everything to kill at the end."""
+
+    scorers: dict = field(default_factory=dict)
+    servers: list = field(default_factory=list)
+
+    @property
+    def actors(self) -> list:
+        return [*self.servers, *self.scorers.values()]
+
+    def wait_ready(self, timeout_s: float, say: Callable[[str], None] = print) -> list[str]:
+        """Block until every judge server answers ``GET /health``; returns their base URLs.
+
+        Raises:
+            TimeoutError / RuntimeError (from the actor): a server not healthy in ``timeout_s``, or
+                whose process exited; the message carries its log's tail.
+        """
+        if not self.servers:
+            return []
+        t0 = time.monotonic()
+        refs = [s.wait_ready.remote(timeout_s) for s in self.servers]
+        urls = []
+        for i, ref in enumerate(refs):
+            urls.append(ray.get(ref))
+            say(f"[brushrl] judge server {i + 1}/{len(refs)} healthy at {urls[-1]} "
+                f"({time.monotonic() - t0:.0f} s after the start)")
+        return urls
+
+    def stop(self) -> None:
+        """Stop the judge servers' vLLM processes (SIGTERM, then SIGKILL); best effort."""
+        refs = [s.stop.remote() for s in self.servers]
+        try:
+            ray.wait(refs, num_returns=len(refs), timeout=60)
+        except Exception:  # noqa: BLE001 - a server that is already gone needs no stop
+            pass
+
+
+def start_reward_actors(cfg: RewardConfig, resources: ResourcesConfig | None = None,
+                        log_dir: str | None = None) -> RewardActors:
+    """Start one actor per weighted scorer component (``cfg.scorers``), and the judge servers when
+    brushrl serves the judge (``cfg.judge.serve``), without waiting for them.
+
+    Placement (``resources``; None: the defaults, nothing asked beyond CPUs): ``pool_similarity`` and
+    the judge's client on ``resources.scorer``; the judge servers (``serve.replicas``), or the
+    in-process judge (``backend: transformers``), on ``resources.judge``; HPSv3 on ``resources.hpsv3``
+    in its own env (``brushrl.reward.hpsv3``). ``log_dir``: where the judge servers write their logs.
     """
-    actors = {}
+    res = resources or ResourcesConfig()
+    out = RewardActors()
+    if "judge" in cfg.scorers and cfg.judge.serve is not None:
+        from brushrl.reward.judge_server import start_judge_servers
+
+        out.servers = start_judge_servers(cfg.judge, res.judge, log_dir)
     for name in cfg.scorers:
         if name == "pool_similarity":
-            actors[name] = make_scorer_actor(cfg.pool, placement=placement)
+            out.scorers[name] = make_scorer_actor(cfg.pool, placement=res.scorer)
         elif name == "judge":
-            actors[name] = ray.remote(num_cpus=0.25, num_gpus=cfg.judge.num_gpus, max_restarts=-1)(
-                JudgeActor).remote(cfg.judge, cfg.pool.path)
+            placement = res.judge if cfg.judge.backend == "transformers" else res.scorer
+            out.scorers[name] = ray.remote(num_cpus=SCORER_NUM_CPUS, max_restarts=-1, **ray_options(placement))(
+                JudgeActor).remote(cfg.judge, cfg.pool.path, None, out.servers or None)
         elif name == "hpsv3":
             from brushrl.reward.hpsv3 import make_hpsv3_actor
 
-            actors[name] = make_hpsv3_actor(cfg.hpsv3)
-    return actors
+            out.scorers[name] = make_hpsv3_actor(cfg.hpsv3, res.hpsv3)
+    return out

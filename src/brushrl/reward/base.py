@@ -53,3 +53,19 @@ def png_on_white(png: bytes):
     img = Image.open(io.BytesIO(png)).convert("RGBA")
     white = Image.new("RGBA", img.size, (255, 255, 255, 255))
     return Image.alpha_composite(white, img).convert("RGB")
+
+
+def runtime_env_for(python: str | None, env_vars: dict[str, str] | None = None) -> dict:
+    """Ray ``runtime_env`` of a scorer-side actor in another Python env: ``py_executable`` (that env's
+    interpreter; omitted for None, the driver's) and ``PYTHONPATH`` = the folder holding this brushrl
+    package, so that env needs no brushrl install (Ray uploads ``py_modules`` only at job level; on a
+    multi-node cluster the path must exist on the nodes: the job's working dir or the node image),
+    plus ``env_vars``."""
+    from pathlib import Path
+
+    import brushrl
+
+    env: dict = {"env_vars": {"PYTHONPATH": str(Path(brushrl.__file__).resolve().parents[1]), **(env_vars or {})}}
+    if python:
+        env["py_executable"] = python
+    return env

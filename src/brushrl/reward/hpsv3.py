@@ -12,7 +12,8 @@ an unbounded real, is the score ("we select miu as the final output", hpsv3/infe
   the learner runs transformers 5.x. The actor therefore runs under another interpreter through
   Ray's ``runtime_env={"py_executable": cfg.python, "env_vars": {"PYTHONPATH": <brushrl's src>}}``; that env needs
   ``ray`` of the cluster's version, ``hpsv3`` and a torch/torchvision pair that import together.
-  ``scripts/build_hpsv3_env.sh`` builds it. Never downgrade the main environment.
+  ``scripts/build_hpsv3_env.sh`` (``make hpsv3-env``) builds it as ``.venv-hpsv3``. Never downgrade
+  the main environment.
 * Device: ``cuda`` in the checkpoint's bf16; on ``cpu`` the model is cast to fp32 (bf16 fails on
   CPU). Images are composited on white first (``Image.convert("RGB")`` would blacken a
   transparent canvas).
@@ -27,7 +28,7 @@ import math
 import sys
 from typing import Sequence
 
-from brushrl.reward.base import ScoreOut, png_on_white
+from brushrl.reward.base import ScoreOut, png_on_white, runtime_env_for
 
 log = logging.getLogger(__name__)
 
@@ -115,27 +116,19 @@ class HPSv3Scorer:
 
 
 def hpsv3_runtime_env(python: str | None) -> dict:
-    """Ray ``runtime_env`` for the HPSv3 actor: ``py_executable`` (the hpsv3 env's Python) and
-    ``PYTHONPATH`` = the folder holding this brushrl package, so that env needs no brushrl install
-    (Ray uploads ``py_modules`` only at job level; on a multi-node cluster the path must exist on
-    the nodes: the job's working dir or the node image)."""
-    from pathlib import Path
-
-    import brushrl
-
-    env: dict = {"env_vars": {"PYTHONPATH": str(Path(brushrl.__file__).resolve().parents[1])}}
-    if python:
-        env["py_executable"] = python
-    return env
+    """Ray ``runtime_env`` for the HPSv3 actor: :func:`brushrl.reward.base.runtime_env_for` its env."""
+    return runtime_env_for(python)
 
 
-def make_hpsv3_actor(cfg, max_restarts: int = -1):
-    """Start an ``HPSv3Scorer`` actor from an ``HPSv3Config``: ``num_gpus``/``num_cpus`` from it,
-    in its own env (:func:`hpsv3_runtime_env`), restarted by Ray if it dies."""
+def make_hpsv3_actor(cfg, placement=None, max_restarts: int = -1):
+    """Start an ``HPSv3Scorer`` actor from an ``HPSv3Config``: ``cfg.num_cpus`` CPUs plus what
+    ``placement`` (``resources.hpsv3``: GPUs, memory, custom resources) asks for, in its own env
+    (:func:`hpsv3_runtime_env`), restarted by Ray if it dies."""
     import ray
 
-    remote = ray.remote(
-        num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus, max_restarts=max_restarts,
-        runtime_env=hpsv3_runtime_env(cfg.python),
-    )(HPSv3Scorer)
+    from brushrl.plan.resources import ray_options
+
+    options = ray_options(placement) if placement is not None else {}
+    remote = ray.remote(num_cpus=cfg.num_cpus, max_restarts=max_restarts,
+                        runtime_env=hpsv3_runtime_env(cfg.python), **options)(HPSv3Scorer)
     return remote.remote(cfg.model_dump())

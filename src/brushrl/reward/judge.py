@@ -225,19 +225,28 @@ class OpenAIJudgeBackend:
     on a fresh one. (The reproduction lost two runs to a cached closed socket that broke every
     later call; here a closed connection costs at most one retry.)
 
+    Where requests go: ``endpoints`` picks a base URL per request (``acquire() -> (i, url)``,
+    ``release(i, failed_to_connect)``): a :class:`~brushrl.reward.judge_server.ReplicaRouter` over
+    the servers brushrl serves, where a retry after a connection failure goes to another replica;
+    by default ``cfg.base_url`` (:class:`~brushrl.reward.judge_server.StaticEndpoint`).
+
     Args:
-        cfg: the judge config (``base_url`` required).
+        cfg: the judge config (``base_url`` required unless ``endpoints`` is given).
         transport: optional httpx transport (tests); default ``httpx.HTTPTransport(retries=1)``
             which also retries failed connects once.
+        endpoints: see above.
 
     Raises:
-        ValueError: ``cfg.base_url`` is not set.
+        ValueError: neither ``cfg.base_url`` nor ``endpoints``.
     """
 
-    def __init__(self, cfg: JudgeConfig, transport: httpx.BaseTransport | None = None):
-        if not cfg.base_url:
+    def __init__(self, cfg: JudgeConfig, transport: httpx.BaseTransport | None = None, endpoints=None):
+        from brushrl.reward.judge_server import StaticEndpoint
+
+        if not cfg.base_url and endpoints is None:
             raise ValueError("reward.judge.base_url: required for the openai judge backend")
         self.cfg = cfg
+        self.endpoints = endpoints or StaticEndpoint(cfg.base_url)
         headers = {}
         if cfg.api_key_env:
             key = os.environ.get(cfg.api_key_env)
@@ -245,7 +254,6 @@ class OpenAIJudgeBackend:
                 raise ValueError(f"reward.judge.api_key_env: environment variable {cfg.api_key_env} is not set")
             headers["Authorization"] = f"Bearer {key}"
         self.client = httpx.Client(
-            base_url=cfg.base_url.rstrip("/") + "/",
             headers=headers,
             timeout=httpx.Timeout(cfg.timeout_s),
             limits=httpx.Limits(
@@ -285,13 +293,15 @@ class OpenAIJudgeBackend:
         payload = self._payload(a, b)
         verdict = Verdict(None, "error:no_attempt")
         for attempt in range(1, self.cfg.attempts + 1):
+            replica, url = self.endpoints.acquire()
+            refused = False
             try:
-                resp = self.client.post("chat/completions", json=payload)
+                resp = self.client.post(f"{url}/chat/completions", json=payload)
             except httpx.TimeoutException:
                 verdict, retry = Verdict(None, "timeout"), True
             except httpx.TransportError as exc:
                 log.debug("judge transport error: %r", exc)
-                verdict, retry = Verdict(None, "connection"), True
+                verdict, retry, refused = Verdict(None, "connection"), True, True
             else:
                 if resp.status_code == 200:
                     try:
@@ -300,9 +310,11 @@ class OpenAIJudgeBackend:
                         content = None
                     verdict = parse_verdict(content)
                     self._count("ok" if verdict.winner else "malformed")
+                    self.endpoints.release(replica)
                     return verdict
                 verdict = Verdict(None, f"http_{resp.status_code}")
                 retry = resp.status_code == 429 or resp.status_code >= 500
+            self.endpoints.release(replica, failed_to_connect=refused)
             self._count(verdict.cause or "ok")
             if not retry or attempt == self.cfg.attempts:
                 break
@@ -471,8 +483,9 @@ class PairwiseJudge:
         return results
 
 
-def make_backend(cfg: JudgeConfig) -> PairwiseBackend:
-    """The backend named by ``cfg.backend`` (``openai`` or ``transformers``)."""
+def make_backend(cfg: JudgeConfig, endpoints=None) -> PairwiseBackend:
+    """The backend named by ``cfg.backend`` (``openai`` or ``transformers``); ``endpoints``: where the
+    openai backend sends requests (see :class:`OpenAIJudgeBackend`)."""
     if cfg.backend == "openai":
-        return OpenAIJudgeBackend(cfg)
+        return OpenAIJudgeBackend(cfg, endpoints=endpoints)
     return TransformersJudgeBackend.from_pretrained(cfg)

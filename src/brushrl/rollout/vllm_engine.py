@@ -52,7 +52,8 @@ class VLLMEngine:
         policy_cfg: ``model`` must be a local folder or hub id (the driver resolves ``tiny`` to its
             warm-start folder first); ``dtype`` is passed to vLLM.
         rollout_cfg: sampling (``temperature``, ``top_p``, ``top_k``: 0 disables), ``max_new_tokens``,
-            ``max_model_len``, ``gpu_memory_utilization`` (GPU) or ``vllm_cpu_kv_cache_gb`` (CPU).
+            ``max_model_len``, ``max_num_seqs``, ``gpu_memory_utilization`` (GPU) or
+            ``vllm_cpu_kv_cache_gb`` (CPU).
         system_prompt: the system message of every prompt.
         lora_cfg: ``r`` sizes vLLM's ``max_lora_rank``; must match the learner's.
         seed: vLLM's engine seed.
@@ -80,6 +81,7 @@ class VLLMEngine:
             max_lora_rank=lora_cfg.r,
             max_loras=1,
             max_model_len=rollout_cfg.max_model_len,
+            max_num_seqs=rollout_cfg.max_num_seqs,  # what brushrl.plan.memory sizes the KV cache for
             seed=seed,
             gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
             **kwargs,
