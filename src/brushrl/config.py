@@ -97,6 +97,9 @@ class SFTConfig(_Section):
     """Programmatic variations of each corpus sketch (palette, petal count, positions, layering)."""
     max_examples: int | None = Field(None, ge=1)
     """Use only the first N corpus items (None: all); for quick runs and tests."""
+    seed: int | None = None
+    """Seed of the corpus variations (None: ``run.seed``). Fixing it lets runs of several seeds
+    share one warm start (``scripts/demo_seeds.py``: RL seeds from the same base)."""
     epochs: float = Field(8.0, gt=0)
     """Passes over the corpus. Measured with ``python -m brushrl.rollout.check`` (588 examples, 40
     samples at T=1): static gate pass 48% after 3 epochs, 72% after 8 (2.1 M tokens, 16 min on 2
