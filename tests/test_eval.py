@@ -84,6 +84,28 @@ def test_report_gives_the_side_by_side_table_and_the_headline():
     json.dumps(report)  # eval.json is plain JSON
 
 
+
+def test_demo_seeds_reads_each_seeds_eval_into_its_table():
+    """scripts/demo_seeds.py (behind docs/perf/demo_seeds.json): base vs final per split from
+    eval.json, the difference's interval and whether gate pass held."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo_seeds", ROOT / "scripts" / "demo_seeds.py")
+    demo_seeds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_seeds)
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
+    prompts = [EvalPrompt(p, "held_out" if p < 2 else "training", f"s{p}", f"prompt {p}", p, p) for p in range(4)]
+    report = build_report(_rows("base", 3, 0.4) + _rows("step_0020", 1, 0.6), ["base", "step_0020"], cfg, prompts)
+    splits = demo_seeds.seed_splits(json.loads(json.dumps(report)))
+    held = splits["held_out"]
+    assert set(splits) == {"held_out", "training"} and held["improved"] and held["gate_not_lower"]
+    assert held["base_reward"]["mean"] == pytest.approx(0.4 * 2 / 6) and held["final_reward"]["mean"] == pytest.approx(0.6)
+    assert held["diff"]["lo"] > 0 and held["base_gate_pass"] == pytest.approx(2 / 6)
+    record = {"seed": 3, "train_s": 600.0, "eval_s": 200.0, "splits": splits}
+    lines = demo_seeds.table([record])
+    assert len(lines) == 4 and lines[1].startswith("3    held_out") and "+0.467" in lines[1] and " *" in lines[1]
+    assert "33% -> 100%" in lines[1]
+
 def test_summary_ends_with_the_eval_headline(tmp_path):
     cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
     prompts = [EvalPrompt(p, "held_out" if p < 2 else "training", f"s{p}", f"prompt {p}", p, p) for p in range(4)]
