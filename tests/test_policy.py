@@ -226,3 +226,28 @@ def test_check_tool_runs_end_to_end(tmp_path, capsys):
     assert summary["samples"] == 2 and sum(summary["verdicts"].values()) == 2
     assert 0 < summary["tokens_per_completion"] <= 24 and summary["sft_examples"] > 10
     assert 0.0 <= summary["static_pass_rate"] <= 1.0
+
+
+def test_sft_seed_lets_run_seeds_share_one_warm_start(monkeypatch):
+    """``policy.sft.seed`` fixes the corpus variations the warm start trains on (None: ``run.seed``),
+    so runs of several seeds (``scripts/demo_seeds.py``) can start from the same base."""
+    import brushrl.policy.sft as sft_mod
+    from brushrl.config import load_config
+
+    seen = []
+    monkeypatch.setattr(sft_mod, "warm_start", lambda policy, corpus, *a, **k: seen.append(corpus) or "cached")
+
+    def corpus(**overrides):
+        cfg = load_config("configs/local.yaml", {"policy.sft.max_examples": 40, **overrides})
+        assert sft_mod.warm_start_policy(cfg, SYSTEM).policy.model == "cached"
+        return seen[-1]
+
+    assert corpus(**{"run.seed": 1}) != corpus(**{"run.seed": 2})  # each seed its own variations
+    assert corpus(**{"run.seed": 1, "policy.sft.seed": 0}) == corpus(**{"run.seed": 2, "policy.sft.seed": 0}) \
+        == corpus(**{"run.seed": 0})
+    # The key holds the corpus drawn, not the field: a run with sft.seed 0 finds the entry a seed-0 run cached.
+    from brushrl.policy.sft import cache_key
+
+    cfg = load_config("configs/local.yaml", {})
+    assert cache_key(cfg.policy, seen[-1], SYSTEM, TEMPLATE) == cache_key(
+        cfg.policy.model_copy(update={"sft": cfg.policy.sft.model_copy(update={"seed": 0})}), seen[-1], SYSTEM, TEMPLATE)

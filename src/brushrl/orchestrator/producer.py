@@ -54,11 +54,14 @@ class GroupCounts:
 @dataclass(frozen=True)
 class Ticket:
     """What a producer needs to make one group: its id, prompt and render seed (drawn in order
-    from the orchestrator's random generator, so a resumed run continues the same sequence)."""
+    from the orchestrator's random generator, so a resumed run continues the same sequence), and
+    optionally the sampler's seed (``brushrl eval`` fixes it; training continues the engine's
+    random stream, None)."""
 
     group_id: int
     prompt: str
     seed: int
+    gen_seed: int | None = None
 
 
 class GroupProducer:
@@ -108,7 +111,7 @@ class GroupProducer:
         """
         cfg, counts = self.cfg, GroupCounts()
         t0 = time.perf_counter()
-        (members,) = await self.rollout.generate.remote([ticket.prompt], cfg.rollout.group_size)
+        (members,) = await self.rollout.generate.remote([ticket.prompt], cfg.rollout.group_size, ticket.gen_seed)
         counts.gen_s = time.perf_counter() - t0
         group = self._gate_static(ticket, members, step)
         todo = self._count_static(group, counts)

@@ -55,12 +55,13 @@ def cache_key(
 ) -> str:
     """Hex SHA-256 (first 16 characters) of everything that determines a warm start.
 
-    ``cfg.sft.cache_dir`` is left out so that a cache folder can be moved.
+    ``cfg.sft.cache_dir`` is left out so that a cache folder can be moved, ``cfg.sft.seed`` because
+    the corpus it drew is in the key.
     """
     payload = {
         "format": FORMAT_VERSION,
         "tiny": cfg.tiny.model_dump(mode="json"),
-        "sft": cfg.sft.model_dump(mode="json", exclude={"cache_dir"}),
+        "sft": cfg.sft.model_dump(mode="json", exclude={"cache_dir", "seed"}),
         "corpus": corpus,
         "system_prompt": system_prompt,
         "prompt_template": prompt_template,
@@ -303,7 +304,7 @@ def warm_start(
 def warm_start_policy(cfg: BrushRLConfig, system_prompt: str, threads: int | None = None) -> BrushRLConfig:
     """The run's policy, warm-started when it is the tiny one: for ``policy.model: tiny`` build (or
     reuse from the cache) :func:`warm_start` on brushrl's own corpus
-    (``build_corpus(policy.sft.variations, seed=run.seed)``, its first ``policy.sft.max_examples``)
+    (``build_corpus(policy.sft.variations, seed=policy.sft.seed, None: run.seed)``, its first ``policy.sft.max_examples``)
     with ``system_prompt`` and ``prompts.template``, and return a copy of ``cfg`` whose
     ``policy.model`` is the cache folder. Any other model: ``cfg`` unchanged.
 
@@ -313,7 +314,7 @@ def warm_start_policy(cfg: BrushRLConfig, system_prompt: str, threads: int | Non
     if cfg.policy.model != "tiny":
         return cfg
     sft = cfg.policy.sft
-    items = build_corpus(sft.variations, seed=cfg.run.seed)[: sft.max_examples]
+    items = build_corpus(sft.variations, seed=cfg.run.seed if sft.seed is None else sft.seed)[: sft.max_examples]
     path = warm_start(cfg.policy, [(item.subject, item.code) for item in items], system_prompt,
                       cfg.prompts.template, threads=threads)
     return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"model": str(path)})})

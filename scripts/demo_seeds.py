@@ -1,0 +1,106 @@
+"""Does the CPU demo learn? Train the demo config with several seeds and evaluate each, base vs final.
+
+    python scripts/demo_seeds.py [--config configs/local.yaml] [--seeds 0 1 2] [--sft-seed 0]
+        [--out docs/perf/demo_seeds.json] [--runs /tmp/demo-seeds] [--set KEY=VALUE ...]
+
+For each seed: ``brushrl train --config CONFIG --set run.seed=SEED --set policy.sft.seed=SFT_SEED``
+(its own local Ray cluster; the RL seed draws the prompts, the sampler's seeds and the LoRA init;
+every seed starts from the one warm start of ``--sft-seed``, the entry ``make demo`` caches, so the
+runs differ by their RL alone; ``--sft-seed -1``: each seed its own warm start) and ``brushrl eval
+RUN --checkpoint latest`` with the config's ``eval`` section (the same prompt set and seeds for every
+run). Prints per seed and split the base and final mean reward and gate pass
+rate with 95% intervals, the difference with its interval and whether it clears it, and the wall
+seconds of training (warm start included) and evaluation; writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_seed(config: str, seed: int, runs: Path, sets: list[str], sft_seed: int | None = 0) -> dict:
+    """Train and evaluate one seed; returns its record (raises ``CalledProcessError`` on failure)."""
+    name = f"seed{seed}"
+    common = [sys.executable, "-m", "brushrl.cli"]
+    sets = [*([f"policy.sft.seed={sft_seed}"] if sft_seed is not None else []), *sets]
+    extra = [a for s in sets for a in ("--set", s)]
+    log = (runs / f"{name}.log").open("w")
+    t0 = time.monotonic()
+    subprocess.run([*common, "train", "--config", config, "--name", name, "--output-dir", str(runs),
+                    "--set", f"run.seed={seed}", *extra], check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    t1 = time.monotonic()
+    subprocess.run([*common, "eval", str(runs / name), "--checkpoint", "latest"], check=True, stdout=log,
+                   stderr=subprocess.STDOUT, cwd=ROOT)
+    t2 = time.monotonic()
+    report = json.loads((runs / name / "eval" / "eval.json").read_text())
+    return {"seed": seed, "run": str(runs / name), "final": report["policies"][-1], "train_s": t1 - t0,
+            "eval_s": t2 - t1, "samples_per_prompt": report["samples_per_prompt"], "splits": seed_splits(report)}
+
+
+def seed_splits(report: dict) -> dict:
+    """Per split of an ``eval.json`` (``brushrl.artifacts.eval_report``): the base's and the last
+    policy's mean reward and gate pass rate (95% intervals), their differences and ``improved``."""
+    base, final = report["policies"][0], report["policies"][-1]
+    splits = {}
+    for split, res in report["results"][final].items():
+        if split.startswith("vs_"):
+            continue
+        vs = report["results"][final][f"vs_{base}"][split]
+        splits[split] = {"base_reward": report["results"][base][split]["reward"], "final_reward": res["reward"],
+                         "base_gate_pass": report["results"][base][split]["gate_pass"]["mean"],
+                         "final_gate_pass": res["gate_pass"]["mean"], "diff": vs["reward"],
+                         "base_gate_ci": report["results"][base][split]["gate_pass"],
+                         "final_gate_ci": res["gate_pass"], "gate_diff": vs["gate_pass"], "improved": vs["improved"],
+                         "gate_not_lower": res["gate_pass"]["mean"] >= report["results"][base][split]["gate_pass"]["mean"]}
+    return splits
+
+
+def table(records: list[dict]) -> list[str]:
+    """One line per seed and split."""
+    fmt = lambda e: f"{e['mean']:.3f} [{e['lo']:.3f}, {e['hi']:.3f}]"  # noqa: E731
+    lines = [f"{'seed':<5}{'split':<10}{'base reward':<24}{'final reward':<24}{'final - base':<26}"
+             f"{'gate pass':<14}{'train s':>8}{'eval s':>8}"]
+    for r in records:
+        for split, s in r["splits"].items():
+            d = s["diff"]
+            diff = f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" + (" *" if s["improved"] else "")
+            gate = f"{s['base_gate_pass']:.0%} -> {s['final_gate_pass']:.0%}"
+            lines.append(f"{r['seed']:<5}{split:<10}{fmt(s['base_reward']):<24}{fmt(s['final_reward']):<24}{diff:<26}"
+                         f"{gate:<14}{r['train_s']:>8.0f}{r['eval_s']:>8.0f}")
+    lines.append("* the 95% interval of the difference lies above 0")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default="configs/local.yaml")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--sft-seed", type=int, default=0, help="warm start of every seed (-1: each its own)")
+    ap.add_argument("--runs", default="/tmp/demo-seeds", help="parent folder of the runs (default: %(default)s)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more training overrides")
+    ap.add_argument("--out", default="docs/perf/demo_seeds.json")
+    args = ap.parse_args(argv)
+    runs = Path(args.runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    records = []
+    for seed in args.seeds:
+        records.append(run_seed(args.config, seed, runs, args.set, None if args.sft_seed < 0 else args.sft_seed))
+        print("\n".join(table(records[-1:])[1:-1]), flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    record = {"config": args.config, "overrides": args.set, "sft_seed": args.sft_seed, "commit": commit,
+              "seeds": records}
+    print("\n".join(table(records)))
+    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
