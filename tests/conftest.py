@@ -8,25 +8,17 @@ import socket
 from brushrl.ray_setup import free_port  # noqa: F401 - re-exported for the test files
 
 
-def slow_e2e_marks(why: str) -> tuple:
-    """The marks of a test past CI's budget: ``slow``, and skipped unless ``BRUSHRL_SLOW_E2E=1``
-    (``make test SLOW_E2E=1``); ``why`` goes into the skip reason (its cost, what covers it in CI).
-    For one case of a parametrized test: ``pytest.param(..., marks=slow_e2e_marks(why))``."""
+def slow_e2e(why: str):
+    """Mark an end-to-end test past CI's budget: slow, and run only with ``BRUSHRL_SLOW_E2E=1``
+    (``make test SLOW_E2E=1``); ``why`` goes into the skip reason (its cost, what covers it in CI)."""
     import os
 
     import pytest
 
-    return (pytest.mark.slow, pytest.mark.skipif(os.environ.get("BRUSHRL_SLOW_E2E") != "1",
-                                                 reason=f"BRUSHRL_SLOW_E2E=1 (make test SLOW_E2E=1) runs it: {why}"))
-
-
-def slow_e2e(why: str):
-    """Decorator form of ``slow_e2e_marks`` for a whole test."""
-
     def mark(test):
-        for m in slow_e2e_marks(why):
-            test = m(test)
-        return test
+        skip = pytest.mark.skipif(os.environ.get("BRUSHRL_SLOW_E2E") != "1",
+                                  reason=f"BRUSHRL_SLOW_E2E=1 (make test SLOW_E2E=1) runs it: {why}")
+        return pytest.mark.slow(skip(test))
 
     return mark
 

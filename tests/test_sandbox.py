@@ -33,21 +33,6 @@ CLASSES = ("p5_object", "capture", "this", "computed", "side_effect", "network",
 SIZE, DEADLINE_S = 600, 60
 GATE = GateConfig()
 MODES = ("netns", "none")
-#: Classes whose sketches reach for the network or leave the page: rendered without a namespace in
-#: every run (the second layer must hold on its own). The rest are rendered without one only with
-#: BRUSHRL_SLOW_E2E=1: the harness they meet is the same in both modes (CI's budget, ~2 min).
-UNISOLATED_CLASSES = ("network", "side_effect")
-
-
-def _cases():
-    from conftest import slow_e2e_marks
-
-    slow = slow_e2e_marks("a fixture that does not touch the network, rendered without a namespace too: "
-                          "the same harness as with one; ~2 min")
-    for name in sorted(LABELS):
-        yield pytest.param(name, "netns", id=f"{name}-netns")
-        marks = () if LABELS[name]["class"] in UNISOLATED_CLASSES else slow
-        yield pytest.param(name, "none", id=f"{name}-none", marks=marks)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +103,8 @@ def test_corpus_is_labelled_and_covers_every_class():
             assert label["static"] != "pass" or label["runtime"] == "pass", name
 
 
-@pytest.mark.parametrize(("name", "mode"), _cases())
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(LABELS))
 def test_fixture_through_the_whole_pipeline(renderers, listener, name, mode):
     if mode not in renderers:
         pytest.skip("no network namespaces on this machine")
