@@ -124,7 +124,8 @@ class Trainer:
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
         pipe.start(cfg, system_prompt, str(self.run_dir.root / "logs"))
-        producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(cfg.run.seed))
+        producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(cfg.run.seed),
+                                 pipe.critic)
         return producer, GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
 
     # ------------------------------------------------------------------ 2. restore
@@ -153,7 +154,8 @@ class Trainer:
         metrics.renderers.set(len(pipe.render_pool.actors))
         self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
                   f"{cfg.rollout.groups_per_step} group(s)/step, max_staleness "
-                  f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}")
+                  f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}"
+                  + (f", {cfg.rollout.turns} turns ({cfg.reward.critic.kind} critic)" if cfg.rollout.turns > 1 else ""))
         return StepWriter(cfg, self.run_dir, self.state, metrics, StepLine(cfg.run.steps, self.log, first_step))
 
     async def _loop(self, pipe: Pipeline, producer: GroupProducer, ledger: GroupLedger, writer: StepWriter,
