@@ -181,6 +181,13 @@ def kuberay_problems(spec: dict) -> list[str]:
         if resource == "renderer":
             if any(gpus):
                 problems.append(f"{name}: renderer pods request {GPU_KEY}")
+            caps = [
+                cap
+                for c in group["template"]["spec"]["containers"]
+                for cap in ((c.get("securityContext") or {}).get("capabilities") or {}).get("add", [])
+            ]
+            if "SYS_ADMIN" not in caps:  # unshare -n for Chromium's network namespace
+                problems.append(f"{name}: renderer container lacks CAP_SYS_ADMIN (network namespace)")
             if not group.get("minReplicas", 0) == 0 < group.get("maxReplicas", 0):
                 problems.append(f"{name}: renderer group must scale from 0 (minReplicas 0 < maxReplicas)")
         elif not any(gpus):
@@ -229,6 +236,8 @@ def aws_problems(cfg: dict) -> list[str]:
         if resource == "renderer":
             if has_gpu or gpu_instance:
                 problems.append(f"{name}: renderer nodes must be CPU-only")
+            if "--cap-add=SYS_ADMIN" not in options:  # unshare -n for Chromium's network namespace
+                problems.append(f"{name}: renderer container lacks --cap-add=SYS_ADMIN (network namespace)")
             if not kind.get("min_workers", 0) == 0 < kind.get("max_workers", 0):
                 problems.append(f"{name}: renderer kind must scale from 0 (min_workers 0 < max_workers)")
         elif not (has_gpu and gpu_instance):
@@ -342,6 +351,7 @@ def test_broken_aws_config_fails_ray_schema(aws, path, value, where):
         (lambda c: c["available_node_types"]["gpu_learner"]["node_config"].update(InstanceType="c7i.8xlarge"), "GPU kind"),
         (lambda c: c["available_node_types"]["gpu_scorer"]["docker"]["worker_run_options"].remove("--shm-size=24g"), "--shm-size"),
         (lambda c: c["setup_commands"].pop(0), "chromium"),
+        (lambda c: c["available_node_types"]["cpu_renderer"]["docker"]["worker_run_options"].remove("--cap-add=SYS_ADMIN"), "SYS_ADMIN"),
         (lambda c: c["rsync_exclude"].remove(".git"), "rsync_exclude"),
     ],
 )
@@ -420,6 +430,7 @@ def _group(spec: dict, name: str) -> dict:
         (lambda s: _group(s, "gpu-scorer")["template"]["spec"]["volumes"][0]["emptyDir"].pop("medium"), "in-memory"),
         (lambda s: _group(s, "cpu-renderer")["rayStartParams"].update({"object-store-memory": "8589934592"}), "does not fit"),
         (lambda s: s.update(enableInTreeAutoscaling=False), "enableInTreeAutoscaling"),
+        (lambda s: _group(s, "cpu-renderer")["template"]["spec"]["containers"][0].pop("securityContext"), "CAP_SYS_ADMIN"),
     ],
 )
 def test_kuberay_semantic_checks_catch_mistakes(raycluster, mutate, expected):

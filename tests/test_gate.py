@@ -3,6 +3,7 @@ checks on real PNGs, the CLI, and the name tables against the installed p5/p5.br
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -231,6 +232,22 @@ def test_runtime_infra_is_not_a_verdict():
         )
 
 
+def test_runtime_fails_what_the_sandbox_refused_whatever_the_picture():
+    painted = _ok(_png(SIZE, painted=True))
+    refused = dataclasses.replace(painted, refused=["dialog alert: hi"])
+    assert check_runtime(refused, CFG, SIZE).verdict == R.SANDBOX_VIOLATION
+    surfaces = dataclasses.replace(painted, forbidden={"webgl2.clear": 1, "p5.text": 2})
+    verdict = check_runtime(surfaces, CFG, SIZE)
+    assert verdict.verdict == R.SANDBOX_VIOLATION and "webgl2.clear x1" in verdict.detail
+    p5_only = dataclasses.replace(painted, forbidden={"p5.rect": 1, "p5.text": 2, "p5.drawingContext": 1})
+    assert check_runtime(p5_only, CFG, SIZE).verdict == R.TEXT_LABEL  # the first by static priority
+    errored = RenderResult(status="error", js_errors=["x"], forbidden={"p5.image": 1})
+    assert check_runtime(errored, CFG, SIZE).verdict == R.PIXEL_ACCESS  # refusals outrank the error
+    off_list = dataclasses.replace(painted, brush_calls={"circle": 1, "set": 1})
+    assert check_runtime(off_list, CFG, SIZE).verdict == R.NOT_WHITELISTED
+    assert check_runtime(off_list, GateConfig(enforce_whitelist=False), SIZE).passed
+
+
 def test_png_size_reads_ihdr():
     assert png_size(_png(123, painted=False)) == (123, 123)
     with pytest.raises(ValueError):
@@ -341,3 +358,39 @@ def test_name_tables_are_consistent():
 )
 def test_classify_global(name, expected):
     assert P.classify_global(name, load_js_names()) == expected
+
+
+# -- typed values (brushrl.gate.values) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "top", "expected"),
+    [
+        ('const r = rotate(0); r.image(null, 0, 0);', "", R.PIXEL_ACCESS),
+        ("scale(1).createGraphics(10, 10);", "", R.EXTERNAL_ACCESS),
+        ('const f = () => translate(1, 1); f().text("x", 1, 1);', "", R.PIXEL_ACCESS),
+        ('Promise.resolve(translate(0, 0)).then((r) => r.text("x", 1, 1));', "", R.PIXEL_ACCESS),
+        ('const o = {}; o.k = translate(0, 0);', "", R.PIXEL_ACCESS),
+        ("translate(0, 0).pixelDensity(2);", "", R.WRONG_CANVAS_SIZE),
+        ("pixelDensity(2);", "", R.WRONG_CANVAS_SIZE),
+        ("", "function mousePressed(e) { e.target.getContext(\"2d\"); }\n", R.DISALLOWED_GLOBAL),
+        ('brush.addField("f", function () { return this; });', "", R.EXTERNAL_ACCESS),
+        ("const a = { __proto__: null };", "", R.EXTERNAL_ACCESS),
+        ("", "function f(p, n) { return p[n]; }\n", R.EXTERNAL_ACCESS),
+        ('this.width = 3;', "", R.NAME_COLLISION),
+        ("const o = { grab() { return this; } };", "", R.EXTERNAL_ACCESS),
+        # honest
+        ("push(); translate(1, 2).rotate(3); pop();", "", R.PASS),
+        ("const v = createVector(1, 2).add(createVector(1, 1)).mult(2); brush.circle(v.x, v.y, 3);", "", R.PASS),
+        ("const idx = floor(random(3)); brush.fill(pal()[idx], 100);", 'function pal() { return ["#fff", "#eee"]; }\n', R.PASS),
+        ("const pts = [[1, 2]]; pts.forEach((p, i) => brush.circle(pts[(i + 1) % pts.length][0], p[1], 2));", "", R.PASS),
+        ("setTimeout(() => redraw(), 0);", "", R.PASS),
+    ],
+)
+def test_values_are_typed_and_judged_by_kind(extra, top, expected):
+    assert check_code(with_draw(extra, top=top), CFG, SIZE).verdict == expected
+
+
+def test_p5_object_returns_are_allowlisted_p5_functions():
+    assert P.P5_OBJECT_RETURNS <= P.ALLOWED_P5_GLOBALS
+    assert P.NUMERIC_GLOBALS - load_js_names().p5_globals <= P.ALLOWED_JS_GLOBALS | {"Number"}

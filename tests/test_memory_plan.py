@@ -11,7 +11,7 @@ import pytest
 
 from brushrl.cli import main
 from brushrl.config import load_config
-from brushrl.plan.memory import Sharding, build_memory_plan, learner_memory
+from brushrl.plan.memory import build_memory_plan, learner_memory
 from brushrl.plan.models import SHIPPED, estimate_parameters, model_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,11 +106,43 @@ def test_a_cpu_config_has_no_gpu_plan():
     assert plan.estimates == [] and plan.gpus == [] and plan.errors == []
 
 
-def test_learner_memory_takes_a_sharding():
-    """The hook for a sharded learner strategy: per-worker weights and optimizer state divide."""
-    cfg = load_config(ROOT / "configs/h200.yaml")
-    fig = model_figures(cfg.policy.model)
-    whole = learner_memory(fig, cfg)
-    zero3 = learner_memory(fig, cfg, Sharding(weights=8, grads=8, optimizer=8))
-    assert zero3["weights"] == pytest.approx(whole["weights"] / 8)
-    assert zero3["lora+adam"] < whole["lora+adam"] and zero3["activations"] == whole["activations"]
+def test_learner_memory_follows_the_deepspeed_strategy():
+    """Per-worker learner memory: ZeRO-2 divides gradients and optimizer state by the workers,
+    ZeRO-3 also the weights, offload takes the optimizer state off the GPU; activations stay."""
+    base = load_config(ROOT / "configs/h200.yaml")
+    fig = model_figures(base.policy.model)
+    whole = learner_memory(fig, base)
+
+    def with_ds(stage, **ds):
+        cfg = load_config(ROOT / "configs/h200.yaml", {"learner.strategy": "deepspeed", "learner.workers": 4,
+                                                       "learner.deepspeed": {"zero_stage": stage, **ds}})
+        return learner_memory(fig, cfg)
+
+    z2, z3, off = with_ds(2), with_ds(3), with_ds(3, offload_optimizer=True)
+    assert z2["weights"] == pytest.approx(whole["weights"])
+    assert z2["grads"] == pytest.approx(whole["grads"] / 4) and z2["optimizer"] == pytest.approx(whole["optimizer"] / 4)
+    assert z3["weights"] == pytest.approx(whole["weights"] / 4) and z3["activations"] == whole["activations"]
+    assert off["optimizer"] == 0 and off["weights"] == z3["weights"]
+    # LoRA state: 16 bytes a trainable parameter in all (2 weight + 2 grad + 12 Adam), as PEFT's fp32 adapter
+    lora = fig.lora_parameters(base.learner.lora.r)
+    assert whole["grads"] + whole["optimizer"] == pytest.approx(14 * lora / 2**30)
+
+
+def test_config_check_lists_every_learner_worker_with_its_shard():
+    """4 ZeRO-3 learner workers on the h200 node: four learner rows, each a quarter of the weights."""
+    cfg = load_config(ROOT / "configs/h200.yaml", {"learner.strategy": "deepspeed", "learner.workers": 4,
+                                                   "learner.deepspeed.zero_stage": 3})
+    plan = build_memory_plan(cfg)
+    rows = [e for e in plan.estimates if e.component.startswith("learner")]
+    assert [e.component for e in rows] == [f"learner[{r}]" for r in range(4)]
+    single = [e for e in build_memory_plan(load_config(ROOT / "configs/h200.yaml")).estimates
+              if e.component == "learner"][0]
+    assert rows[0].parts["weights"] == pytest.approx(single.parts["weights"] / 4)
+    assert rows[0].derived_gib < single.derived_gib
+    # 8 workers take the whole node: the resource plan counts each worker and refuses
+    from brushrl.plan.resources import build_plan
+
+    crowded = load_config(ROOT / "configs/h200.yaml", {"learner.strategy": "deepspeed", "learner.workers": 8,
+                                                       "learner.deepspeed.zero_stage": 3})
+    assert any(e.startswith("resources.learner: does not fit on a h200 node: needs 8 x")
+               for e in build_plan(crowded).errors), build_plan(crowded).errors

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from brushrl.orchestrator.metrics import PipelineMetrics
-from brushrl.stats import quantile
 from brushrl.ray_setup import start_local_ray
+from brushrl.render.netns import count_unisolated_renderer
+from brushrl.stats import quantile
 from test_cluster import emitted_metrics
 from conftest import free_port
 
@@ -86,6 +87,7 @@ def _publish_and_scrape() -> None:
         counts = {"render": {"ok": 3}, "gate": {"pass": 3, "external_access": 1}, "none": {"render_infra": 1},
                   "groups": {"accepted": 1}, "scorer_none": {"judge:timeout": 1}}
         m.publish(record, counts, [1.0, 2.0, 3.0])
+        count_unisolated_renderer()  # what a renderer actor started with network_isolation: none does
         wanted = documented_metrics()
         deadline, text = time.time() + 60, ""
         while time.time() < deadline:

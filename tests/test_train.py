@@ -140,6 +140,30 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
 
 
 @pytest.mark.slow
+def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, fresh_ray):
+    """``learner.strategy: deepspeed``: two ZeRO-3 workers on gloo train behind the one learner the
+    driver sees; every artefact is written and each checkpoint holds both ranks' shards."""
+    overrides = small_overrides(tmp_path, steps=3) | {
+        "learner.strategy": "deepspeed", "learner.workers": 2, "learner.deepspeed": {"zero_stage": 3}}
+    log = io.StringIO()
+    gallery = Trainer(load_config(ROOT / "configs/local.yaml", overrides), log=log).run()
+    run = tmp_path / "runs" / "e2e"
+    assert "[brushrl] learner: deepspeed ZeRO-3 x 2 workers (gloo)" in log.getvalue(), log.getvalue()[-3000:]
+    assert "data-state='finished'" in gallery.read_text()
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert all(m["time/update_s"] > 0 for m in metrics)
+    assert set(pd.read_parquet(run / "rollouts.parquet")["step"]) == {1, 2, 3}
+    assert list((run / "png").rglob("*.png")), "no painting was rendered"
+    for step in (1, 2, 3):
+        ckpt = run / "checkpoints" / f"step_{step:04d}"
+        files = {p.name for p in ckpt.rglob("*") if p.is_file()}
+        assert {"trainer_state.json", "adapter_model.safetensors", "learner_state.pt", "rng_rank001.pt",
+                "zero_pp_rank_1_mp_rank_00_optim_states.pt"} <= files, (step, sorted(files))
+    assert json.loads((run / "checkpoints" / "step_0003" / "trainer_state.json").read_text())["policy_version"] == 3
+
+
+@pytest.mark.slow
 def test_ray_job_submit(tmp_path, fresh_ray):
     """``ray job submit`` of rayjobs/train.py against a local head, with the runtime env ``make submit`` uses."""
     from test_ray_job import LocalHead  # free ports, private temp dir, retried start, token auth

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 #: The ten string-free brush methods of the HF reproduction's allowlist (its ``core/prompt.py``);
@@ -221,10 +221,22 @@ class RenderConfig(_Section):
     are cached (a timeout or infra failure may not repeat)."""
     cache_dir: str | None = None
     """Optional on-disk render cache folder shared by runs (null: memory only)."""
-    network_isolation: Literal["auto", "netns", "none"] = "auto"
-    """Run Chromium in an empty network namespace (``unshare -rn``): ``netns`` requires it, ``auto``
-    uses it where user namespaces work, ``none`` relies on route blocking + CSP + WebRTC policy
-    only, which let a navigation's preconnect reach 127.0.0.1 (measured; brushrl.render.netns)."""
+    network_isolation: Literal["netns", "none"] = "netns"
+    """Run Chromium in an empty network namespace (``unshare -n`` as root, else ``-rn``). ``netns``
+    (the default) requires it: a renderer refuses to start where namespaces are unavailable.
+    ``none`` opts out explicitly (a warning in the log, ``brushrl_renderers_unisolated_total``):
+    only the page's defences and Chromium's flags remain (brushrl.render.netns, docs/cluster.md).
+    ``auto``, which fell back to no isolation silently, is refused."""
+
+    @field_validator("network_isolation", mode="before")
+    @classmethod
+    def _no_silent_fallback(cls, value):
+        if value == "auto":
+            raise ValueError(
+                "auto fell back to no network isolation silently; use netns (required, the "
+                "default) or none (an explicit opt-out, logged and counted)"
+            )
+        return value
 
 
 class GateConfig(_Section):
@@ -523,7 +535,33 @@ class LoraConfig(_Section):
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: str | list[str] = "all-linear"
-    """PEFT target modules; ``all-linear`` (the seeds' lesson) covers every linear layer."""
+    """PEFT target modules; ``all-linear`` (the seeds' lesson) covers every linear layer but the
+    output head. On a mixture of experts it covers the linear layers outside the MoE blocks (router,
+    routed and shared experts frozen); ``experts`` adds the routed experts (``brushrl.learner.moe``)."""
+    experts: bool = False
+    """Also train LoRA on the routed experts' 3-D weights (PEFT ``target_parameters``). The
+    reproduction's ``--lora-experts`` on Qwen3.5-35B-A3B: 942 M trainable parameters instead of
+    ~30 M and ~2x the step time; the learner prints its trainable-parameter count at start."""
+
+
+class DeepSpeedConfig(_Section):
+    """DeepSpeed ZeRO for ``learner.strategy: deepspeed`` (``brushrl.learner.zero``; docs/learner.md).
+
+    ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054) shards model states over the data-parallel
+    learner workers: stage 2 the gradients and optimizer state, stage 3 also the weights."""
+
+    zero_stage: Literal[2, 3] = 2
+    """2: each worker holds all weights and 1/N of the gradients and optimizer state; 3: also 1/N of
+    the weights, gathered layer by layer for each forward/backward (needs ``learner.workers`` >= 2)."""
+    offload_optimizer: bool = False
+    """Keep the optimizer state (Adam moments, fp32 master weights) in CPU memory and run the
+    optimizer step there (ZeRO-Offload, Ren et al. 2021); frees GPU memory, costs step time."""
+    offload_params: bool = False
+    """Keep the sharded weights in CPU memory between uses (ZeRO-Infinity); ``zero_stage`` 3 only."""
+    leaf_modules: list[str] | None = None
+    """Module class names ZeRO-3 gathers as a whole instead of hooking their children
+    (``deepspeed.utils.set_z3_leaf_modules``). None: every mixture-of-experts block, i.e. each
+    module that holds an ``*Experts`` module (e.g. ``Qwen3MoeSparseMoeBlock``); [] for none."""
 
 
 class LearnerConfig(_Section):
@@ -551,7 +589,29 @@ class LearnerConfig(_Section):
     importance weights min(pi_proximal / pi_behaviour, C) (IMPALA; TRL's ``token_truncate``), the
     off-policy correction for ``orchestrator.max_staleness > 0``. See ``brushrl.learner.grpo``."""
     num_cpus: float = Field(0.5, gt=0)
-    """Logical CPUs the learner actor reserves."""
+    """Logical CPUs the learner actor reserves (each worker, with ``workers`` > 1)."""
+    strategy: Literal["single", "deepspeed"] = "single"
+    """``single``: one learner actor on one device. ``deepspeed``: ``workers`` Ray actors in a
+    placement group training together under DeepSpeed ZeRO (NCCL on GPUs, gloo on CPU), each on one
+    GPU of a cluster (``resources.learner`` is what each worker reserves); the driver still sees one
+    learner (``brushrl.learner.group``)."""
+    workers: int = Field(1, ge=1)
+    """Learner workers (data-parallel ranks) with ``strategy: deepspeed``; 1 with ``single``."""
+    deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+    """ZeRO stage and offload, read with ``strategy: deepspeed``."""
+
+    @model_validator(mode="after")
+    def _strategy(self) -> "LearnerConfig":
+        ds = self.deepspeed
+        if self.strategy == "single" and self.workers != 1:
+            raise ValueError(f"learner.workers: {self.workers} workers need learner.strategy 'deepspeed' "
+                             "('single' is one actor)")
+        if self.strategy == "deepspeed" and ds.zero_stage == 3 and self.workers < 2:
+            raise ValueError("learner.deepspeed.zero_stage: 3 shards the weights over learner.workers; with 1 "
+                             "worker it only adds gathers (use zero_stage 2, with offload_optimizer to save memory)")
+        if ds.offload_params and ds.zero_stage != 3:
+            raise ValueError("learner.deepspeed.offload_params: needs zero_stage 3 (only ZeRO-3 shards weights)")
+        return self
 
 
 class EndpointConfig(_Section):
@@ -770,6 +830,7 @@ class BrushRLConfig(_Section):
                 self.reward.judge.base_url or self.reward.judge.serve):
             raise ValueError("reward.critic.kind: 'judge' needs the judge model's endpoint (reward.judge.base_url) or "
                              "brushrl serving it (reward.judge.serve)")
+        _learner_fits(self.learner, self.resources)
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
         if self.policy.model == "tiny" and self.render.canvas_size != CORPUS_CANVAS_SIZE:
@@ -796,6 +857,28 @@ def _pop_dotted(data: dict, parents: list[str], field: str) -> tuple[dict, objec
         return data, _ABSENT
     inner, value = _pop_dotted(head, parents[1:], field)
     return {**data, parents[0]: inner}, value
+
+
+def _learner_fits(learner: LearnerConfig, resources: ResourcesConfig) -> None:
+    """Refuse learner workers that the cluster shape cannot place: with GPUs, each DeepSpeed worker
+    drives one GPU (``resources.learner.num_gpus`` <= 1) and ``workers * num_gpus`` must not exceed
+    the GPUs of ``resources.learner.node``'s kind (``gpus * count``).
+
+    Raises:
+        ValueError: naming ``learner.workers`` or ``resources.learner.num_gpus``.
+    """
+    place = resources.learner
+    if learner.strategy != "deepspeed" or place.num_gpus == 0:
+        return
+    if place.num_gpus > 1:
+        raise ValueError(f"resources.learner.num_gpus: {place.num_gpus}; a DeepSpeed learner worker drives one "
+                         "GPU (raise learner.workers instead)")
+    kind = resources.nodes[place.node]
+    available = kind.gpus * kind.count
+    if learner.workers * place.num_gpus > available + 1e-9:
+        raise ValueError(f"learner.workers: {learner.workers} workers x {place.num_gpus} GPU need "
+                         f"{learner.workers * place.num_gpus:g} GPUs; node kind {place.node!r} has {available} "
+                         f"({kind.count} x {kind.gpus})")
 
 
 class ConfigError(ValueError):

@@ -82,6 +82,12 @@ class RenderResult:
         brush_calls: sketch calls of each ``brush.*`` function, counted in the page by wrapping
             them (calls p5.brush makes internally are not counted).
         cache_hit: served from the render cache (``brushrl.render.cache``) without rendering.
+        forbidden: calls the page's harness refused because the sketch made them, name -> calls
+            (``brushrl.render.harness``): p5 functions off the gate's allowlist (``p5.text``),
+            drawing and read-back surfaces (``webgl2.drawArrays``, ``canvas2d.fillText``), the
+            DOM (``Document.createElement``), window's functions (``window.open``), navigations
+            (``navigation:<url>``), arguments smuggling native functions (``argument:brush.fill``).
+            The runtime gate fails a render with any entry here or in ``refused``.
         phases: wall seconds of the last attempt's stages: ``page`` (new context + page, until
             the navigation committed; driver clock), ``sketch`` (sketch start until its ``done``
             report was sent: setup, draw, ``toDataURL``; page clock, so ``sketch >= draw_s``),
@@ -106,6 +112,7 @@ class RenderResult:
     brush_calls: dict[str, int] = field(default_factory=dict)
     cache_hit: bool = False
     phases: dict[str, float] = field(default_factory=dict)
+    forbidden: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -14,9 +14,12 @@ such a name to ``None`` (allowed) or to the reason code it breaks, checking in t
 8. anything else (p5 globals off the allowlist such as p5's own ``fill``, ECMAScript globals off
    the allowlist such as ``ArrayBuffer``, names nobody defines) -> ``disallowed_global``.
 
-Member names are judged on any object (the gate cannot know an object's type): ``EXTERNAL_PROPS``
-reach the global object or the DOM (``constructor``, ``__proto__``, ``innerHTML``, ...),
-``PIXEL_PROPS`` reach the canvas behind p5 (``drawingContext``, ``elt``, ``_renderer``, ...).
+Member names are judged by the kind of value they are read from (:mod:`brushrl.gate.values`,
+:func:`classify_member`): on every value ``EXTERNAL_PROPS`` (``constructor``, ``__proto__``, ...)
+reach the global object or the DOM; on a p5 object a member is judged exactly like the global of
+that name (so ``translate().text`` is ``text_label``), with ``PIXEL_PROPS`` (``drawingContext``,
+``elt``, ``_renderer``, ...) reaching the canvas behind p5; on ``this`` that can be the global
+object, ``this.name`` is the global ``name``.
 """
 
 from __future__ import annotations
@@ -97,6 +100,48 @@ SHAPE_GLOBALS: frozenset[str] = frozenset(
     """.split()
 )
 
+#: Allowed p5 functions that return p5 itself (measured on p5 2.3.4 in Chromium, checked by
+#: tests/test_sandbox.py): the transforms return the renderer, the shears and matrix calls the
+#: instance, createCanvas the renderer. Every other allowed p5 function returns a number, string,
+#: boolean, array, vector, colour, undefined or a promise of undefined.
+P5_OBJECT_RETURNS: frozenset[str] = frozenset(
+    """
+    createCanvas translate rotate rotateX rotateY rotateZ scale shearX shearY applyMatrix
+    resetMatrix
+    """.split()
+)
+
+#: Allowed p5 and ECMAScript functions whose result is always a number (NaN included) or a
+#: boolean, whatever their arguments: usable as a computed key on any value (``pts[floor(t)]``).
+#: ``random`` is not one (``random(array)`` returns an element).
+NUMERIC_GLOBALS: frozenset[str] = frozenset(
+    """
+    abs ceil floor round min max sqrt sq pow exp log mag dist map lerp constrain norm fract sin
+    cos tan asin acos atan atan2 degrees radians randomGaussian noise red green blue alpha hue
+    saturation brightness lightness int float byte unchar unhex Number parseInt parseFloat isNaN
+    isFinite
+    """.split()
+)
+
+#: Allowed ECMAScript globals that are objects or constructors: their members are the language's
+#: (the prototype-chain names of ``EXTERNAL_PROPS`` aside), and ``new`` of one builds a plain
+#: object the sketch owns.
+NAMESPACE_GLOBALS: frozenset[str] = frozenset(
+    """
+    Math Number String Boolean Array Object JSON Map Set WeakMap WeakSet Symbol Date Promise Error
+    TypeError RangeError console
+    """.split()
+)
+
+#: Globals the gate checks at their call (WEBGL and size, a function callback): reached as a
+#: member of ``this`` or of a p5 object they would skip that check.
+CHECKED_CALLS: dict[str, str] = {
+    "createCanvas": R.WRONG_CANVAS_SIZE,
+    "pixelDensity": R.WRONG_CANVAS_SIZE,
+    "setTimeout": R.EXTERNAL_ACCESS,
+    "setInterval": R.EXTERNAL_ACCESS,
+}
+
 #: Globals that change the canvas size after createCanvas -> ``wrong_canvas_size``.
 CANVAS_SIZE_GLOBALS: frozenset[str] = frozenset(
     {"resizeCanvas", "pixelDensity", "noCanvas", "fullscreen"}
@@ -127,16 +172,6 @@ PIXEL_PROPS: frozenset[str] = frozenset(
         "_pInst",
         "GL",
     }
-)
-
-#: String methods that build a string at run time; used as a computed member key they hide which
-#: member is read -> ``external_access``.
-STRING_BUILDERS: frozenset[str] = frozenset(
-    """
-    join concat toString fromCharCode fromCodePoint replace replaceAll slice substring substr
-    toLowerCase toUpperCase repeat padStart padEnd trim trimStart trimEnd split reverse charAt at
-    normalize raw atob btoa decodeURIComponent decodeURI unescape String
-    """.split()
 )
 
 #: brush methods that put marks on the canvas (p5.brush 2.2.2 ``src/index.shared.js``: primitives,
@@ -213,3 +248,35 @@ def classify_global(name: str, names: JsNames) -> str | None:
     if name in names.browser_globals and not is_p5:
         return R.EXTERNAL_ACCESS
     return R.DISALLOWED_GLOBAL
+
+
+def classify_member(name: str, kind, names: JsNames) -> str | None:
+    """Reason code for reading member ``name`` of a value of :class:`brushrl.gate.values.Kind`
+    ``kind``, or None when it is allowed (``brush`` members are judged by the static gate).
+
+    * every kind: ``EXTERNAL_PROPS`` -> ``external_access`` (``prototype`` is allowed on the
+      sketch's own functions: ES5 constructors);
+    * ``P5``: ``PIXEL_PROPS`` -> ``pixel_access``; ``CHECKED_CALLS`` -> their code; else the
+      global of that name's code (:func:`classify_global`), so only allowed p5 names pass;
+    * ``WINDOW`` (``this`` that can be window): a name on window (a p5, browser or ECMAScript
+      global, ``brush``) is judged like that global; any other name is a fresh window property;
+    * others: allowed (their values are the sketch's own or the language's, see ``values``).
+    """
+    from brushrl.gate.values import Kind  # values imports this module
+
+    if name in EXTERNAL_PROPS and not (kind is Kind.FUNCTION and name == "prototype"):
+        return R.EXTERNAL_ACCESS
+    if kind is Kind.P5 or kind is Kind.WINDOW:
+        if name in CHECKED_CALLS:
+            return CHECKED_CALLS[name]
+        if kind is Kind.P5 and name in PIXEL_PROPS:
+            return R.PIXEL_ACCESS
+        if kind is Kind.WINDOW:
+            if name in ("brush", *RESERVED_TOP_LEVEL):
+                return R.EXTERNAL_ACCESS
+            known = name in names.p5_globals or name in names.browser_globals \
+                or name in names.ecmascript_globals
+            if not known:
+                return None
+        return classify_global(name, names)
+    return None

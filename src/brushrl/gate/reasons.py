@@ -27,6 +27,7 @@ NOT_WEBGL = "not_webgl"
 WRONG_CANVAS_SIZE = "wrong_canvas_size"
 NO_PAINTING_CALLS = "no_painting_calls"
 
+SANDBOX_VIOLATION = "sandbox_violation"
 RENDER_ERROR = "render_error"
 RENDER_TIMEOUT = "render_timeout"
 BLANK_CANVAS = "blank_canvas"
@@ -37,13 +38,16 @@ STATIC_REASONS: dict[str, str] = {
     TRUNCATED: "the code stops mid-construct: a parse error or unclosed bracket/string at its end",
     SYNTAX_ERROR: "tree-sitter found ERROR/MISSING nodes (or JSX/module syntax) elsewhere",
     EXTERNAL_ACCESS: (
-        "reaches outside the sketch: network, DOM, storage, eval/Function, global object, "
-        "p5 loaders and DOM makers, prototype/constructor tricks, runtime-built property names, "
-        "URL/data: strings, `with`, `import`"
+        "reaches outside the sketch: network, DOM, storage, eval/Function, global object (also "
+        "through `this` that can be window), p5 loaders and DOM makers, prototype/constructor "
+        "tricks, member names computed at run time on values the sketch did not build, URL/data: "
+        "strings, `with`, `import`, entry points that are not plain functions"
     ),
     TEXT_LABEL: "draws or styles text (text, textFont, textSize, ..., FontFace)",
     PIXEL_ACCESS: (
-        "reads/writes pixels or bypasses brush rendering (pixels, get/set, image, shaders, filter)"
+        "reads/writes pixels or bypasses brush rendering (pixels, get/set, image, shaders, filter, "
+        "the renderer behind a p5 object), or lets a p5 object escape where the gate cannot "
+        "follow it"
     ),
     BARE_PRIMITIVES: "draws with p5's own shapes (rect, ellipse, beginShape, box, ...)",
     UNKNOWN_BRUSH_METHOD: (
@@ -51,8 +55,9 @@ STATIC_REASONS: dict[str, str] = {
     ),
     NOT_WHITELISTED: "a real brush method outside gate.whitelist (if gate.enforce_whitelist)",
     DISALLOWED_GLOBAL: (
-        "a global that is neither declared by the sketch, brush, an allowlisted p5 global nor an "
-        "allowed ECMAScript built-in (e.g. p5's own fill, millis, ArrayBuffer, an undefined name)"
+        "a global (or a member of a p5 object or of `this` that can be window) that is neither "
+        "declared by the sketch, brush, an allowlisted p5 global nor an allowed ECMAScript "
+        "built-in (e.g. p5's own fill, millis, ArrayBuffer, an undefined name)"
     ),
     MISSING_SETUP: "no top-level `function setup` (or `var setup = function`) for p5 to find",
     NAME_COLLISION: (
@@ -67,8 +72,16 @@ STATIC_REASONS: dict[str, str] = {
     NO_PAINTING_CALLS: "no brush painting call (endShape, circle, rect, arc, line, spline, ...)",
 }
 
-#: Runtime reason codes, in the order they are checked, with what each one means.
+#: Runtime reason codes, in the order they are checked, with what each one means. A p5 function the
+#: page refused is reported with its static code (``text_label`` for ``p5.text``, ...), a brush
+#: method off the whitelist as ``not_whitelisted``; both rank after ``sandbox_violation``.
 RUNTIME_REASONS: dict[str, str] = {
+    SANDBOX_VIOLATION: (
+        "the page refused something the sketch did: a drawing/read-back surface (WebGL, 2D, the "
+        "canvas element), the DOM, a window function, a navigation, a smuggled native function "
+        "(RenderResult.forbidden), or the sandbox refused a request, dialog, popup, download "
+        "(RenderResult.refused)"
+    ),
     RENDER_ERROR: "the render status was `error`: the sketch threw",
     RENDER_TIMEOUT: "the render hit its deadline on every attempt",
     WRONG_CANVAS_SIZE: "the captured PNG is not canvas_size x canvas_size (PNG IHDR header)",
@@ -79,7 +92,9 @@ STATIC_PRIORITY: tuple[str, ...] = tuple(STATIC_REASONS)
 RUNTIME_ORDER: tuple[str, ...] = tuple(RUNTIME_REASONS)
 
 #: Every verdict the gate can return.
-ALL_VERDICTS: tuple[str, ...] = (PASS, *STATIC_PRIORITY, RENDER_ERROR, RENDER_TIMEOUT, BLANK_CANVAS)
+ALL_VERDICTS: tuple[str, ...] = (
+    PASS, *STATIC_PRIORITY, SANDBOX_VIOLATION, RENDER_ERROR, RENDER_TIMEOUT, BLANK_CANVAS
+)
 
 
 def priority(code: str) -> int:

@@ -1,9 +1,20 @@
 """The runtime gate: judge what a render produced.
 
-Checks, in order: ``render_error`` (status ``error``), ``render_timeout`` (status ``timeout``),
-``wrong_canvas_size`` (the PNG's IHDR width/height differ from ``canvas_size``), ``blank_canvas``
-(``paint_fraction < cfg.min_paint_fraction``), else pass. The size comes before blankness because
-the paint fraction of a wrongly sized canvas says nothing about the requested picture.
+Checks, in order:
+
+1. what the sandbox refused, independent of the static gate: ``sandbox_violation`` for any entry
+   of ``RenderResult.refused`` (a blocked request, dialog, popup, download, navigation, memory
+   kill) and for every ``RenderResult.forbidden`` entry that is not a p5 function (a drawing or
+   read-back surface, the DOM, a window function, a navigation, a smuggled native function); a p5
+   function the page refused (``p5.text``) is failed with its static code (``text_label``), the
+   first by static priority;
+2. ``not_whitelisted``: the sketch called a brush method off ``cfg.whitelist`` (counted in the
+   page, ``RenderResult.brush_calls``), when ``cfg.enforce_whitelist``;
+3. ``render_error`` (status ``error``), ``render_timeout`` (status ``timeout``);
+4. ``wrong_canvas_size`` (the PNG's IHDR width/height differ from ``canvas_size``), then
+   ``blank_canvas`` (``paint_fraction < cfg.min_paint_fraction``), else pass. The size comes
+   before blankness because the paint fraction of a wrongly sized canvas says nothing about the
+   requested picture.
 
 An ``infra`` render is NOT judged: the sketch did not cause it, so it must not score 0.
 :func:`check_runtime` raises :class:`InfraRender` (a ``ValueError``) for it, and for an ``ok``
@@ -17,6 +28,8 @@ import struct
 
 from brushrl.config import GateConfig
 from brushrl.gate import reasons as R
+from brushrl.gate.names import load_js_names
+from brushrl.gate.policy import classify_global
 from brushrl.types import PASS, GateVerdict, RenderResult
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -38,6 +51,34 @@ def png_size(png: bytes) -> tuple[int, int]:
     return width, height
 
 
+def forbidden_code(name: str) -> str:
+    """Reason code of one ``RenderResult.forbidden`` entry: a p5 function's static code
+    (``p5.text`` -> ``text_label``; a p5 function on the allowlist cannot be refused, so
+    ``disallowed_global`` stands in), else ``sandbox_violation``."""
+    if name.startswith("p5."):
+        member = name[3:].rstrip("=")
+        return classify_global(member, load_js_names()) or R.DISALLOWED_GLOBAL
+    return R.SANDBOX_VIOLATION
+
+
+def sandbox_verdict(render: RenderResult, cfg: GateConfig) -> GateVerdict | None:
+    """The failing verdict for what the sandbox refused or counted (module docstring, steps 1-2),
+    or None when it refused nothing."""
+    refused = [f"refused {r}" for r in render.refused]
+    coded = [(forbidden_code(name), f"{name} x{n}") for name, n in render.forbidden.items()]
+    sandbox = refused + [what for code, what in coded if code == R.SANDBOX_VIOLATION]
+    if sandbox:
+        return GateVerdict(R.SANDBOX_VIOLATION, "; ".join(sandbox)[:500], "runtime")
+    if coded:
+        code = min((c for c, _ in coded), key=R.priority)
+        return GateVerdict(code, "the page refused " + "; ".join(w for c, w in coded if c == code)[:480], "runtime")
+    if cfg.enforce_whitelist:
+        off = sorted(set(render.brush_calls) - set(cfg.whitelist))
+        if off:
+            return GateVerdict(R.NOT_WHITELISTED, f"the sketch called brush.{', brush.'.join(off)}", "runtime")
+    return None
+
+
 def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> GateVerdict:
     """Judge one render.
 
@@ -47,7 +88,8 @@ def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> Ga
         canvas_size: the expected square side in pixels.
 
     Returns:
-        ``GateVerdict(stage="runtime")``: ``pass`` or ``render_error`` / ``render_timeout`` /
+        ``GateVerdict(stage="runtime")``: ``pass`` or ``sandbox_violation`` / a static code for a
+        refused p5 function or brush method / ``render_error`` / ``render_timeout`` /
         ``wrong_canvas_size`` / ``blank_canvas``.
 
     Raises:
@@ -56,6 +98,9 @@ def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> Ga
     """
     if render.status == "infra":
         raise InfraRender(f"infra render failure is not a gate verdict: {render.detail}")
+    sandbox = sandbox_verdict(render, cfg)
+    if sandbox is not None:
+        return sandbox
     if render.status == "error":
         first = render.js_errors[0] if render.js_errors else render.detail
         return GateVerdict(R.RENDER_ERROR, f"the sketch threw: {first}"[:500], "runtime")

@@ -7,14 +7,22 @@ judged as a global (:mod:`brushrl.gate.policy`). Every problem found becomes a :
 the verdict is the finding whose reason code ranks first in
 :data:`brushrl.gate.reasons.STATIC_PRIORITY` (ties: earliest in the code).
 
-Obfuscation is closed by construction rather than by pattern: any reference to a global-object
-name (``window``, ``globalThis``, ``self``, ``top``, ...) fails whatever follows it, so
-``window["fe" + "tch"]`` and ``globalThis[x]`` fail; ``this`` outside a class method can be the
-global object and fails; ``.constructor``/``__proto__``/``getPrototypeOf`` fail on any object,
-so ``this.constructor.constructor(...)`` and ``(() => {}).constructor`` fail; a computed member
-key built from strings at run time fails; ``brush`` may only be used as ``brush.name``, so
-``const b = brush`` and ``brush["fi" + "ll"]`` fail; aliasing a global (``const f = fetch``)
-fails because the reference itself is judged; ``with`` fails.
+Values are typed (:mod:`brushrl.gate.values`) and members judged by the kind of value they are
+read from, so obfuscation is closed by construction rather than by pattern:
+
+* what a p5 call returns is a p5 object: its members are judged like globals
+  (``translate().text`` is ``text_label``) and it may not escape into a place the gate cannot
+  follow (an element, a return, the sketch's own function), so no other value can be one;
+* ``this`` that can be the global object (outside a class or an ES5 constructor only used with
+  ``new``) is judged like the global of the member's name (``this.fetch`` is ``fetch``) and
+  refused as a bare value;
+* a member name computed at run time is refused unless the key is a number or the object is a
+  plain object the sketch built (``palette[key]``); constant keys (``o["con" + "structor"]``) are
+  judged by their value;
+* any reference to a global-object name (``window``, ``globalThis``, ``self``, ...) fails;
+  ``.constructor``/``__proto__``/``getPrototypeOf`` fail on any value; ``brush`` may only be used
+  as ``brush.name``; aliasing a global (``const f = fetch``) fails because the reference itself is
+  judged; ``with`` fails; p5 entry points must be plain functions.
 
 Shadowing: a name the sketch declares is the sketch's own wherever that declaration is in scope
 (a ``const text = ...`` helper inside ``draw`` may be called there). At the top level such names
@@ -35,21 +43,17 @@ from brushrl.gate import reasons as R
 from brushrl.gate.extract import find_sketch, js_parser
 from brushrl.gate.names import JsNames, load_js_names
 from brushrl.gate.scope import ScopeTree, build_scopes, ident_name
+from brushrl.gate.values import Kind, ValueKinds, function_uses_this
 from brushrl.types import PASS, GateVerdict
 
 #: Deepest syntax tree the gate analyses (tree-sitter levels; the fixture sketches reach 14).
 MAX_DEPTH = 300
 _OPEN = {"{", "(", "[", "${"}
 _CLOSE = {"}", ")", "]"}
-_NON_ARROW_FUNCTIONS = frozenset(
-    {
-        "function_declaration",
-        "function_expression",
-        "generator_function_declaration",
-        "generator_function",
-        "method_definition",
-        "program",
-    }
+#: Expressions that produce a value of their own kind (checked for a P5 value that escapes); the
+#: propagating ones (parentheses, ``a || b``, ``await``) are followed by ``ValueKinds.escapes``.
+_VALUE_ORIGINS = frozenset(
+    {"call_expression", "identifier", "member_expression", "subscript_expression"}
 )
 _WHY = {
     R.EXTERNAL_ACCESS: "reaches outside the sketch",
@@ -171,6 +175,7 @@ class StaticAnalyzer:
         self.root = self.tree.root_node
         self.findings: list[Finding] = []
         self.scopes: ScopeTree | None = None
+        self.values: ValueKinds | None = None
         self.canvas_calls: list[Node] = []
         self.painting_calls = 0
 
@@ -200,10 +205,11 @@ class StaticAnalyzer:
             return self.findings
         self.scopes = build_scopes(self.root)
         self._implicit_globals()
+        self.values = ValueKinds(self.root, self.scopes, self.names)
         for node in _walk(self.root):
             self._visit(node)
         self._collisions()
-        self._setup()
+        self._entry_points()
         self._canvas()
         if self.painting_calls == 0:
             self.add(
@@ -300,7 +306,7 @@ class StaticAnalyzer:
     # -- per node -------------------------------------------------------------------------------
 
     def _visit(self, node: Node) -> None:
-        assert self.scopes is not None
+        assert self.scopes is not None and self.values is not None
         kind = node.type
         if kind in ("identifier", "shorthand_property_identifier"):
             if not self.scopes.is_declaration(node) and self._is_global(node):
@@ -310,20 +316,21 @@ class StaticAnalyzer:
         elif kind == "member_expression":
             prop = node.child_by_field_name("property")
             if prop is not None and prop.type == "property_identifier":
-                self._member_name(ident_name(prop), prop, node)
+                self._member(self.values.kind(node.child_by_field_name("object")), ident_name(prop), prop, node)
         elif kind == "subscript_expression":
             self._subscript(node)
         elif kind == "shorthand_property_identifier_pattern":
-            self._member_name(ident_name(node), node, node.parent or node)
+            self._member(self._pattern_kind(node.parent), ident_name(node), node, node.parent or node)
         elif kind == "pair_pattern":
             key = node.child_by_field_name("key")
-            name = (
-                ident_name(key)
-                if key is not None and key.type == "property_identifier"
-                else const_string(key)
-            )
-            if name is not None and key is not None:
-                self._member_name(name, key, node)
+            name = self._key_name(key)
+            if key is not None and name is not None:
+                self._member(self._pattern_kind(node.parent), name, key, node)
+            elif key is not None and key.type == "computed_property_name":
+                self.add(R.EXTERNAL_ACCESS, key, f"`{_snippet(node)}`: member name built at run time")
+        elif kind == "pair":
+            if self._key_name(node.child_by_field_name("key")) == "__proto__":
+                self.add(R.EXTERNAL_ACCESS, node, f"`{_snippet(node)}` sets the prototype")
         elif kind == "string":
             self._string_constant(node, const_string(node))
         elif kind == "template_string":
@@ -348,15 +355,69 @@ class StaticAnalyzer:
             self.add(R.EXTERNAL_ACCESS, node, "`with` hides which names the code reaches")
         elif kind == "import_statement":
             self.add(R.EXTERNAL_ACCESS, node, f"`{_snippet(node)}` imports code")
-        elif kind == "call_expression":
-            self._call(node)
-            folded = const_string(node)
-            if folded is not None:
-                self._string_constant(node, folded)
         elif kind in ("assignment_expression", "augmented_assignment_expression"):
             self._assignment(node, node.child_by_field_name("left"))
         elif kind == "update_expression":
             self._assignment(node, node.child_by_field_name("argument"))
+        if kind == "call_expression":
+            self._call(node)
+            folded = const_string(node)
+            if folded is not None:
+                self._string_constant(node, folded)
+        if (
+            kind in _VALUE_ORIGINS
+            and not self.scopes.is_declaration(node)
+            and self.values.kind(node) is Kind.P5
+            and self.values.escapes(node)
+            and not self.values.from_refused_call(node)
+        ):
+            self.add(
+                R.PIXEL_ACCESS,
+                node,
+                f"`{_snippet(node)}` is a p5 object (the instance or its renderer) used where the "
+                "gate cannot follow it; use it in place or pass it to p5/brush only",
+            )
+
+    def _pattern_kind(self, pattern: Node | None) -> Kind:
+        """The kind of the value an object/array pattern destructures (its members' receiver)."""
+        assert self.values is not None
+        cur = pattern
+        nested = False  # the pattern destructures a member of the source, not the source itself
+        while cur is not None:
+            parent = cur.parent
+            if parent is None:
+                return Kind.OTHER
+            if parent.type == "variable_declarator" and _same(parent.child_by_field_name("name"), cur):
+                source = self.values.kind(parent.child_by_field_name("value"))
+                break
+            if parent.type == "assignment_expression" and _same(parent.child_by_field_name("left"), cur):
+                source = self.values.kind(parent.child_by_field_name("right"))
+                break
+            if parent.type == "formal_parameters":
+                fn = parent.parent
+                source = Kind.P5 if fn is not None and self.values.library_function(fn) else Kind.OTHER
+                break
+            if parent.type in ("pair_pattern", "array_pattern", "rest_pattern"):
+                nested = True
+            elif parent.type not in ("object_pattern", "assignment_pattern", "object_assignment_pattern"):
+                return Kind.OTHER  # for-in/of heads, catch clauses: elements of something
+            cur = parent
+        else:
+            return Kind.OTHER
+        if nested:
+            return Kind.P5 if source is Kind.P5 else Kind.OTHER
+        return source
+
+    def _key_name(self, key: Node | None) -> str | None:
+        """The member name an object-literal or pattern key spells, or None when computed."""
+        if key is None:
+            return None
+        if key.type in ("property_identifier", "shorthand_property_identifier"):
+            return ident_name(key)
+        if key.type == "computed_property_name":
+            inner = key.named_children[0] if key.named_children else None
+            return const_string(inner)
+        return const_string(key) if key.type in ("string", "number") else None
 
     def _global_reference(self, ident: Node) -> None:
         name = ident_name(ident)
@@ -385,6 +446,8 @@ class StaticAnalyzer:
             else:
                 self.add(R.NOT_WEBGL, ident, "createCanvas used as a value instead of called")
             return
+        if name == "pixelDensity" and is_callee and self._density_one(parent):
+            return  # pixelDensity(1) is what the harness sets anyway; pixelDensity() reads it
         if name in ("setTimeout", "setInterval"):
             if not (is_callee and self._callback_arg(parent)):
                 self.add(
@@ -455,6 +518,12 @@ class StaticAnalyzer:
             "`brush` used as a value; call its methods as brush.name(...)",
         )
 
+    @staticmethod
+    def _density_one(call: Node) -> bool:
+        args = call.child_by_field_name("arguments")
+        values = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+        return not values or (len(values) == 1 and values[0].type == "number" and _number(values[0]) == 1.0)
+
     def _callback_arg(self, call: Node) -> bool:
         args = call.child_by_field_name("arguments")
         first = (
@@ -471,7 +540,7 @@ class StaticAnalyzer:
             binding = self.scopes.resolve(first)
             if binding is None:
                 return False
-            if binding.kind == "function":
+            if binding.kind == "function" or _promise_executor_param(binding):
                 return True
             value = binding.decl.child_by_field_name("value") if binding.kind == "const" else None
             return value is not None and value.type in (
@@ -482,36 +551,49 @@ class StaticAnalyzer:
         return False
 
     def _this(self, node: Node) -> None:
-        cur = node.parent
-        while cur is not None:
-            if cur.type in ("field_definition", "class_static_block"):
-                return
-            if (
-                cur.type == "method_definition"
-                and cur.parent is not None
-                and cur.parent.type == "class_body"
-            ):
-                return
-            if cur.type in _NON_ARROW_FUNCTIONS:
-                break
-            cur = cur.parent
-        self.add(R.EXTERNAL_ACCESS, node, "`this` outside a class method can be the global object")
+        assert self.values is not None
+        parent = node.parent
+        used_in_place = parent is not None and parent.type in (
+            "member_expression",
+            "subscript_expression",
+        ) and _same(parent.child_by_field_name("object"), node)
+        if self.values.kind(node) is Kind.WINDOW and not used_in_place:
+            self.add(
+                R.EXTERNAL_ACCESS,
+                node,
+                "`this` outside a class (or an ES5 constructor used only with `new`) can be the "
+                "global object; use it only as this.name",
+            )
 
-    def _member_name(self, name: str, where: Node, construct: Node) -> None:
-        if name in P.EXTERNAL_PROPS:
-            self.add(R.EXTERNAL_ACCESS, where, f"`{_snippet(construct)}` reads `{name}`")
-        elif name in P.PIXEL_PROPS:
-            self.add(R.PIXEL_ACCESS, where, f"`{_snippet(construct)}` reads `{name}`")
+    def _member(self, kind: Kind, name: str, where: Node, construct: Node) -> None:
+        """Judge reading member ``name`` of a value of ``kind``."""
+        if kind is Kind.BRUSH:
+            return  # judged with the brush reference (_brush)
+        code = P.classify_member(name, kind, self.names)
+        if code is not None:
+            self.add(code, where, f"`{_snippet(construct)}` reads `{name}` of {kind.value}")
 
     def _subscript(self, node: Node) -> None:
+        assert self.values is not None
         index = node.child_by_field_name("index")
+        obj = node.child_by_field_name("object")
         if index is None:
             return
         key = const_string(index)
+        kind = self.values.kind(obj)
         if key is not None:
-            self._member_name(key, index, node)
-        elif _builds_string(index):
-            self.add(R.EXTERNAL_ACCESS, index, f"`{_snippet(node)}`: member name built at run time")
+            self._member(kind, key, index, node)
+        elif kind is Kind.BRUSH:
+            return  # judged with the brush reference (_brush)
+        elif self.values.is_numeric(index) and kind is not Kind.WINDOW:
+            return  # an index: a number never spells a member's name
+        elif kind is not Kind.OWN:
+            self.add(
+                R.EXTERNAL_ACCESS,
+                index,
+                f"`{_snippet(node)}`: member name computed at run time on {kind.value} "
+                "(only the sketch's own objects and arrays may be indexed by a computed key)",
+            )
 
     def _string_constant(self, node: Node, value: str | None) -> None:
         if value is None:
@@ -522,13 +604,29 @@ class StaticAnalyzer:
             )
         elif value in P.EXTERNAL_PROPS:
             self.add(R.EXTERNAL_ACCESS, node, f"string `{_snippet(node, 40)}` names `{value}`")
-        elif value in P.PIXEL_PROPS:
-            self.add(R.PIXEL_ACCESS, node, f"string `{_snippet(node, 40)}` names `{value}`")
 
     def _call(self, node: Node) -> None:
+        assert self.values is not None and self.scopes is not None
         fn = node.child_by_field_name("function")
         if fn is not None and fn.type == "import":
             self.add(R.EXTERNAL_ACCESS, node, f"`{_snippet(node)}` imports code")
+        if not self.values.library_call(node):
+            return
+        args = node.child_by_field_name("arguments")
+        for arg in args.named_children if args is not None else []:
+            target = arg
+            if arg.type == "identifier":
+                binding = self.scopes.resolve(arg)
+                target = binding.decl if binding is not None and binding.kind == "function" else None
+            if target is not None and target.type in (
+                "function_expression", "function", "function_declaration"
+            ) and function_uses_this(target):
+                self.add(
+                    R.EXTERNAL_ACCESS,
+                    arg,
+                    f"`{_snippet(arg)}` uses `this` and is handed to p5/brush, which may call it "
+                    "with `this` set to one of its own objects; pass an arrow function",
+                )
 
     def _assignment(self, node: Node, target: Node | None) -> None:
         if target is None:
@@ -541,8 +639,21 @@ class StaticAnalyzer:
                 )
         elif target.type in ("member_expression", "subscript_expression"):
             obj = target.child_by_field_name("object")
+            prop = target.child_by_field_name("property")
             if self._is_global_named(obj, "brush"):
                 self.add(R.NAME_COLLISION, node, f"`{_snippet(node)}` overwrites part of brush")
+            elif (
+                prop is not None
+                and prop.type == "property_identifier"
+                and self.values is not None
+                and self.values.kind(obj) is Kind.WINDOW
+                and ident_name(prop) in self.names.p5_globals
+            ):  # this.width = 3 may be window.width = 3
+                self.add(
+                    R.NAME_COLLISION,
+                    node,
+                    f"`{_snippet(node)}` may overwrite the global `{ident_name(prop)}`",
+                )
 
     # -- whole-sketch rules ---------------------------------------------------------------------
 
@@ -586,32 +697,38 @@ class StaticAnalyzer:
                     R.NAME_COLLISION, brush.node, "a local `brush` shadows the p5.brush global"
                 )
 
-    def _setup(self) -> None:
-        assert self.scopes is not None
-        binding = self.scopes.top_level.get("setup")
-        if binding is None:
+    def _entry_points(self) -> None:
+        """``setup`` must exist, and every p5 entry point the sketch puts on window (a top-level
+        function or var, or an implicit global) must be a plain function it wrote: p5 calls it
+        with ``this`` = window, so a method or a value from elsewhere would run with window."""
+        assert self.scopes is not None and self.values is not None
+        if "setup" not in self.scopes.top_level:
             self.add(R.MISSING_SETUP, self.root, "no top-level `function setup()`")
-            return
-        decl = binding.decl
-        if binding.kind == "function":
-            if decl.type != "function_declaration":
-                self.add(R.MISSING_SETUP, decl, "`setup` is a generator; p5 would not run its body")
-            return
-        if binding.kind in ("var", "implicit"):
-            value = decl.child_by_field_name("value" if binding.kind == "var" else "right")
-            if value is not None and value.type in (
-                "function_expression",
-                "arrow_function",
-                "function",
-            ):
-                return
-            self.add(R.MISSING_SETUP, decl, "`setup` is not assigned a function")
-            return
-        self.add(
-            R.MISSING_SETUP,
-            binding.node,
-            f"`{binding.kind} setup` does not create window.setup, so p5 never calls it",
-        )
+        for name in sorted(P.P5_ENTRY_POINTS & set(self.scopes.top_level)):
+            binding = self.scopes.top_level[name]
+            code = R.MISSING_SETUP if name == "setup" else R.EXTERNAL_ACCESS
+            decl = binding.decl
+            if binding.kind == "function":
+                if decl.type != "function_declaration":
+                    self.add(code, decl, f"`{name}` is a generator; p5 would not run its body")
+                    continue
+                values = []
+            elif binding.kind in ("var", "implicit"):
+                values = [decl.child_by_field_name("value" if binding.kind == "var" else "right")]
+            else:
+                if name == "setup":
+                    self.add(code, binding.node,
+                             f"`{binding.kind} setup` does not create window.setup, so p5 never calls it")
+                continue  # a let/const/class is not on window: p5 does not see it
+            values += [v for _, v in self.values.writes(binding)]
+            for i, value in enumerate(values):
+                if value is None and binding.kind == "var" and i == 0:
+                    continue  # `var draw;` alone: no function yet
+                if value is None or not _plain_function(value, self.scopes):
+                    self.add(code, value or decl,
+                             f"`{name}` is not assigned a function the sketch wrote (p5 calls it "
+                             "with this = window)")
+                    break
 
     def _canvas(self) -> None:
         if not self.canvas_calls:
@@ -650,6 +767,39 @@ class StaticAnalyzer:
                     break
 
 
+def _plain_function(value: Node, scopes: ScopeTree) -> bool:
+    """A function or arrow expression (not a generator), or the name of a sketch function
+    declaration."""
+    if value.type in ("function_expression", "arrow_function", "function"):
+        return True
+    if value.type == "identifier":
+        binding = scopes.resolve(value)
+        return binding is not None and binding.kind == "function" and binding.decl.type == "function_declaration"
+    return False
+
+
+def _promise_executor_param(binding) -> bool:
+    """Whether ``binding`` is the ``resolve`` or ``reject`` parameter of a function passed as the
+    executor of ``new Promise(...)``: functions V8 makes (``await new Promise(r => setTimeout(r,
+    ms))``), never a string."""
+    fn = binding.scope
+    if binding.kind != "param" or fn.type not in ("arrow_function", "function_expression", "function"):
+        return False
+    params = fn.child_by_field_name("parameters")
+    names = [p for p in params.named_children if p.type != "comment"] if params is not None else []
+    single = fn.child_by_field_name("parameter")
+    if single is not None:
+        names = [single]
+    if not any(_same(binding.node, p) for p in names[:2]):
+        return False
+    args = fn.parent
+    new = args.parent if args is not None and args.type == "arguments" else None
+    if new is None or new.type != "new_expression" or not _same(args.named_children[0], fn):
+        return False
+    ctor = new.child_by_field_name("constructor")
+    return ctor is not None and ctor.type == "identifier" and ident_name(ctor) == "Promise"
+
+
 def _number(node: Node) -> float | None:
     text = node.text.decode().replace("_", "")
     try:
@@ -671,28 +821,6 @@ def _walk(root: Node):
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
-
-
-def _builds_string(node: Node) -> bool:
-    """True when an expression (outside nested functions) builds a string at run time: a template
-    with substitutions, ``+`` with a string operand, or a call to a string-building method."""
-    for cur in _walk(node):
-        kind = cur.type
-        if kind == "template_string" and any(
-            c.type == "template_substitution" for c in cur.children
-        ):
-            return True
-        if kind == "binary_expression" and _operator(cur) == "+":
-            for side in (cur.child_by_field_name("left"), cur.child_by_field_name("right")):
-                if side is not None and side.type in ("string", "template_string"):
-                    return True
-        if kind == "call_expression":
-            fn = cur.child_by_field_name("function")
-            if fn is not None and fn.type == "member_expression":
-                fn = fn.child_by_field_name("property")
-            if fn is not None and ident_name(fn) in P.STRING_BUILDERS:
-                return True
-    return False
 
 
 def _unclosed_literal_at_eof(problems: list[Node], end: int) -> bool:

@@ -92,6 +92,12 @@ class LearnerActor:
         """Per-token log-probs of a completion under the current policy (diagnostics, tests)."""
         return self.learner.completion_logprobs(prompt_ids, completion_ids)
 
+    def describe(self) -> dict:
+        """``strategy`` (in words), ``trainable_params`` and ``total_params`` of the learner."""
+        learner = self.learner
+        return {"strategy": learner.describe(), "trainable_params": learner.trainable_params,
+                "total_params": learner.total_params}
+
 
 def make_learner_actor(
     cfg: BrushRLConfig,
@@ -100,9 +106,11 @@ def make_learner_actor(
     policy_loader: PolicyLoader | None = None,
     **learner_kwargs,
 ) -> "ray.actor.ActorHandle":
-    """Start a :class:`LearnerActor` on the connected Ray cluster.
+    """Start the learner on the connected Ray cluster: a :class:`LearnerActor`, or with
+    ``learner.strategy: deepspeed`` a :class:`~brushrl.learner.group.LearnerGroup` of
+    ``learner.workers`` ranks behind the same methods.
 
-    It reserves ``cfg.learner.num_cpus`` logical CPUs and what ``cfg.resources.learner`` asks for
+    A :class:`LearnerActor` reserves ``cfg.learner.num_cpus`` logical CPUs and what ``cfg.resources.learner`` asks for
     (GPUs, memory, custom resources such as ``{learner: 1}``), with
     ``OMP_NUM_THREADS = cfg.policy.torch_threads`` in its environment.
 
@@ -115,6 +123,10 @@ def make_learner_actor(
     Returns:
         The actor handle; the constructor runs asynchronously (the first method call waits for it).
     """
+    if cfg.learner.strategy == "deepspeed":
+        from brushrl.learner.group import make_learner_group
+
+        return make_learner_group(cfg, total_steps, policy_loader=policy_loader, **learner_kwargs)
     from brushrl.plan.resources import ray_options
 
     threads = str(cfg.policy.torch_threads)

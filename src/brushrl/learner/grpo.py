@@ -23,6 +23,14 @@ versions old) logged each token's log-prob. Two ways to use them, both through T
   positive per-token factor of the advantage, so this equals TRL's multiplication. It costs one
   extra no-grad forward per micro-batch.
 
+Data parallelism. With ``learner.strategy: deepspeed`` one ``GRPOLearner`` runs in each of W worker
+processes (``brushrl.learner.group``), under DeepSpeed ZeRO (``brushrl.learner.zero``). Every rank
+gets the whole step batch, filters it and computes advantages identically, takes its shard
+(``brushrl.learner.shard.shard_by_tokens``) and runs micro-batches with the same row counts as the
+other ranks, padded with masked-out rows (``brushrl.learner.shard.micro_batch_sizes``); each
+micro-batch loss is scaled so that the ranks' losses sum to the full-batch loss, times W because
+ZeRO averages gradients over the ranks. The last backward performs the single optimizer step.
+
 Multi-turn trajectories (``rollout.turns`` > 1) are one training sequence each, laid out as TRL
 lays out its own multi-turn tool calls: the first turn's prompt, then every reply with the critique
 turns between them, and ``tool_mask`` 0 on the critique tokens (``TrainSample.from_trajectory``).
@@ -36,13 +44,11 @@ no ``tool_mask`` and are exactly what they were before trajectories existed.
 
 from __future__ import annotations
 
-import random
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 from datasets import Dataset
 from peft import LoraConfig as PeftLoraConfig
@@ -52,9 +58,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 
 from brushrl.config import LearnerConfig
+from brushrl.learner import moe, zero
 from brushrl.learner.advantages import ACCEPTED, GroupFilter, batch_advantages
 from brushrl.learner.batch import collate
+from brushrl.learner.rng import rng_state, set_rng_state
 from brushrl.learner.samples import TrainSample, as_train_sample
+from brushrl.learner.shard import micro_batch_sizes, shard_by_tokens
+from brushrl.learner.zero_checkpoint import LEARNER_STATE, ZeroCheckpoint
 from brushrl.types import Sample
 
 #: How TRL 1.16 ``GRPOTrainer._compute_loss`` normalises each loss type, hence the weight that makes
@@ -99,8 +109,14 @@ class GRPOLearner:
     """Trains a LoRA adapter on a causal LM with TRL's GRPO loss, one optimizer step per call to :meth:`step`.
 
     The model is wrapped in place with PEFT LoRA (``r``, ``alpha``, ``dropout``, ``target_modules``
-    of ``cfg.lora``; ``all-linear`` leaves the output head out). On a GPU it trains with bf16
+    of ``cfg.lora``; ``all-linear`` leaves the output head out; on a mixture of experts the experts
+    get LoRA only with ``cfg.lora.experts``, see ``brushrl.learner.moe.lora_targets``). On a GPU it trains with bf16
     autocast and activation checkpointing; on CPU in the model's dtype, without checkpointing.
+    With ``cfg.strategy == "deepspeed"`` it is one rank of a DeepSpeed ZeRO group (module docstring):
+    the process environment must name its rank and the group's rendezvous (``RANK``, ``WORLD_SIZE``,
+    ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), and every rank must call :meth:`step`,
+    :meth:`adapter_state`, :meth:`save_adapter`, :meth:`save_state`, :meth:`load_state` and
+    :meth:`completion_logprobs` together, with the same arguments (they contain collectives).
     Under bf16 the learner's log-probs differ more from an fp32 rollout engine's, which shows up as
     PPO ratios away from 1 even on-policy (the truncated-IS metrics measure it).
 
@@ -122,7 +138,8 @@ class GRPOLearner:
         output_dir: the Trainer's output folder (nothing is written to it); a temporary one if None.
 
     Raises:
-        ValueError: unknown ``cfg.loss_type``, ``truncated_is_clip`` with ``vespo`` or not > 0.
+        ValueError: unknown ``cfg.loss_type``, ``truncated_is_clip`` with ``vespo`` or not > 0;
+            ``cfg.lora.experts`` on a model without routed experts.
     """
 
     def __init__(
@@ -153,6 +170,12 @@ class GRPOLearner:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="brushrl-learner-")
             output_dir = self._tmpdir.name
         on_gpu = torch.cuda.is_available()
+        ds_config = None
+        if cfg.strategy == "deepspeed":
+            ds_config = zero.deepspeed_config(cfg.deepspeed)
+            zero.init_distributed("nccl" if on_gpu else "gloo")
+            if cfg.deepspeed.zero_stage == 3:
+                self.leaf_modules = moe.set_leaf_modules(model, cfg.deepspeed.leaf_modules)
         args = GRPOConfig(
             output_dir=output_dir,
             learning_rate=cfg.lr,
@@ -168,19 +191,22 @@ class GRPOLearner:
             gradient_accumulation_steps=1,
             max_completion_length=max_completion_length,
             temperature=1.0,  # behaviour log-probs are logged at temperature 1 (brushrl.types.Completion)
-            use_cpu=not on_gpu,
+            use_cpu=not on_gpu and ds_config is None,  # accelerate leaves DeepSpeed out under use_cpu
             bf16=on_gpu,
             activation_checkpointing=on_gpu,
             report_to="none",
             logging_strategy="no",
             save_strategy="no",
             seed=seed,
+            **({} if ds_config is None else {"deepspeed": ds_config, "accelerator_config": {"use_configured_state": True}}),
         )
+        target_modules, target_parameters = moe.lora_targets(model, cfg.lora.target_modules, cfg.lora.experts)
         peft_config = PeftLoraConfig(
             r=cfg.lora.r,
             lora_alpha=cfg.lora.alpha,
             lora_dropout=cfg.lora.dropout,
-            target_modules=cfg.lora.target_modules,
+            target_modules=target_modules,
+            target_parameters=target_parameters,
             task_type="CAUSAL_LM",
         )
         # GRPOTrainer insists on a reward source and a train dataset even though train() is never
@@ -196,16 +222,38 @@ class GRPOLearner:
         # Set by Trainer's training loop per accumulation window; our own accumulation weights the
         # micro-batch losses instead, so TRL must not divide them again.
         self.trainer.current_gradient_accumulation_steps = 1
-        self.trainer.create_optimizer_and_scheduler(num_training_steps=total_steps)
+        #: the DeepSpeed engine (None for the single learner)
+        self.engine = None
+        if ds_config is None:
+            self.trainer.create_optimizer_and_scheduler(num_training_steps=total_steps)
+        else:
+            self.engine = zero.prepare_engine(self.trainer, total_steps)
         self.model = self.trainer.model
         self.device = self.trainer.accelerator.device
         self.pad_token_id = tokenizer.pad_token_id  # GRPOTrainer set it to EOS if it was missing
+        #: this process's rank and the number of ranks (0 and 1 for the single learner)
+        self.rank, self.world_size = self.trainer.accelerator.process_index, self.trainer.accelerator.num_processes
+        self._lora_params = [p for p in self.model.parameters() if p.requires_grad]
+        self.trainable_params, self.total_params = zero.parameter_counts(self.model)
+        if self.rank == 0:
+            print(f"[brushrl] learner: {self.trainable_params:,} trainable of {self.total_params:,} parameters "
+                  f"({100 * self.trainable_params / max(self.total_params, 1):.3f}%), {self.describe()}", flush=True)
 
     # ------------------------------------------------------------------ state
     @property
     def policy_version(self) -> int:
         """Number of optimizer steps taken (0 = the weights the learner was built with)."""
         return self._policy_version
+
+    def describe(self) -> str:
+        """The strategy in words, e.g. ``deepspeed ZeRO-3 x 2 workers (gloo), leaf modules [...]``."""
+        if self.engine is None:
+            return f"single learner on {self.device}"
+        ds = self.cfg.deepspeed
+        offload = [name for name, on in (("optimizer", ds.offload_optimizer), ("params", ds.offload_params)) if on]
+        text = f"deepspeed ZeRO-{ds.zero_stage} x {self.world_size} workers ({torch.distributed.get_backend()})"
+        text += f", offload {'+'.join(offload)}" if offload else ""
+        return text + (f", ZeRO-3 leaf modules {self.leaf_modules}" if getattr(self, "leaf_modules", None) else "")
 
     @property
     def lr(self) -> float:
@@ -218,13 +266,17 @@ class GRPOLearner:
         Apply with ``peft.set_peft_model_state_dict(peft_model, state)`` on a model wrapped with
         the same LoRA config.
         """
-        state = get_peft_model_state_dict(self.model)
-        return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+        with zero.gathered(self._lora_params):  # ZeRO-3: full LoRA weights on every rank meanwhile
+            state = get_peft_model_state_dict(self.model)
+            return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
 
     def save_adapter(self, path: str | Path) -> Path:
-        """Write the adapter (``adapter_config.json`` + ``adapter_model.safetensors``) to folder ``path``."""
+        """Write the adapter (``adapter_config.json`` + ``adapter_model.safetensors``) to folder ``path``
+        (rank 0 writes; under ZeRO-3 every rank takes part in gathering the weights)."""
         path = Path(path)
-        self.model.save_pretrained(str(path), safe_serialization=True)
+        with zero.gathered(self._lora_params):
+            if self.rank == 0:
+                self.model.save_pretrained(str(path), safe_serialization=True)
         return path
 
     def save_state(self, path: str | Path) -> Path:
@@ -235,28 +287,37 @@ class GRPOLearner:
         The caller makes the folder visible atomically (``brushrl.artifacts.run_dir``).
         """
         path = Path(path)
+        if self.engine is not None:
+            return ZeroCheckpoint(self).save(path)
         path.mkdir(parents=True, exist_ok=True)
         self.save_adapter(path)
         state = {
             "optimizer": self.trainer.optimizer.state_dict(),
             "scheduler": self.trainer.lr_scheduler.state_dict(),
             "policy_version": self._policy_version,
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+            "rng": rng_state(),
         }
-        if torch.cuda.is_available():
-            state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
-        torch.save(state, path / "learner_state.pt")
+        torch.save(state, path / LEARNER_STATE)
         return path
 
     def load_state(self, path: str | Path) -> int:
         """Restore a folder written by :meth:`save_state`; returns the restored ``policy_version``.
 
+        With DeepSpeed, see :meth:`brushrl.learner.zero_checkpoint.ZeroCheckpoint.load`.
+
         Raises:
             FileNotFoundError: ``learner_state.pt`` or the adapter is missing.
-            ValueError: the adapter's keys are not this model's LoRA weights.
+            ValueError: the adapter's keys are not this model's LoRA weights, or the checkpoint was
+                written by a DeepSpeed learner.
         """
         path = Path(path)
-        blob = torch.load(path / "learner_state.pt", map_location="cpu", weights_only=False)
+        if self.engine is not None:
+            self._policy_version = ZeroCheckpoint(self).load(path)
+            return self._policy_version
+        blob = torch.load(path / LEARNER_STATE, map_location="cpu", weights_only=False)
+        if blob.get("strategy") == "deepspeed":
+            raise ValueError(f"checkpoint {path} was written by {blob['workers']} DeepSpeed learner workers "
+                             f"(ZeRO-{blob['zero_stage']}); resume it with learner.strategy 'deepspeed'")
         weights = load_peft_weights(str(path), device=str(self.device))
         expected = set(get_peft_model_state_dict(self.model))
         if set(weights) != expected:
@@ -266,11 +327,7 @@ class GRPOLearner:
         self.trainer.optimizer.load_state_dict(blob["optimizer"])
         self.trainer.lr_scheduler.load_state_dict(blob["scheduler"])
         self._policy_version = int(blob["policy_version"])
-        torch.set_rng_state(blob["rng"]["torch"])
-        random.setstate(blob["rng"]["python"])
-        np.random.set_state(blob["rng"]["numpy"])
-        if "cuda" in blob["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(blob["rng"]["cuda"])
+        set_rng_state(blob["rng"])
         return self._policy_version
 
     # ------------------------------------------------------------- log-probs
@@ -325,12 +382,32 @@ class GRPOLearner:
         return samples, advantages, counts
 
     def _micro_weight(self, batch: dict[str, torch.Tensor], n_samples: int, n_tokens: int) -> float:
+        """Factor on TRL's micro-batch loss so that the factored losses of all micro-batches of all
+        ranks sum to W x the full-batch loss (``_MICRO_WEIGHT``; ZeRO divides gradients by W; TRL's
+        ``"one"`` losses already divide ``num_items_in_batch`` by the number of processes)."""
         kind = _MICRO_WEIGHT[self.cfg.loss_type]
         if kind == "seq":
-            return batch["completion_ids"].size(0) / n_samples
+            return self.world_size * batch["completion_ids"].size(0) / n_samples
         if kind == "tok":
-            return float(_loss_mask(batch).sum()) / n_tokens
+            return self.world_size * float(_loss_mask(batch).sum()) / n_tokens
         return 1.0
+
+    def _my_micro_batches(self, samples: list[TrainSample]) -> list[tuple[list[int], int]]:
+        """This rank's micro-batches: (indices into ``samples``, rows). Rows beyond the indices are
+        padding, the same on every rank (``brushrl.learner.shard.micro_batch_sizes``); one rank
+        gives exactly the single learner's micro-batches."""
+        shards = shard_by_tokens([len(s.prompt_ids) + len(s.completion_ids) for s in samples], self.world_size)
+        mine, size = shards[self.rank], self.micro_batch_size
+        return [(mine[k * size:(k + 1) * size], rows) for k, rows in enumerate(micro_batch_sizes(shards, size))]
+
+    def _reduce(self, values: list[float], op=None) -> list[float]:
+        """``values`` combined element-wise over the ranks (``torch.distributed.ReduceOp``, default
+        SUM); unchanged for one rank. A collective: every rank calls it with the same length."""
+        if self.world_size == 1:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(t, op=op or torch.distributed.ReduceOp.SUM)
+        return t.tolist()
 
     def _loss_inputs(self, batch: dict[str, torch.Tensor], n_tokens: int, stats: dict) -> dict[str, torch.Tensor]:
         """The batch dict ``GRPOTrainer._compute_loss`` reads (see the module docstring)."""
@@ -347,9 +424,10 @@ class GRPOLearner:
             weight = torch.clamp(ratio, max=self.truncated_is_clip)
             inputs["advantages"] = batch["advantages"].unsqueeze(1) * weight
             real = mask.bool()
-            stats["is_ratio_sum"] += float(ratio[real].sum())
-            stats["is_ratio_max"] = max(stats["is_ratio_max"], float(ratio[real].max()))
-            stats["is_truncated"] += float((ratio[real] > self.truncated_is_clip).sum())
+            if real.any():  # a padding-only micro-batch (DeepSpeed, short shard) has no real token
+                stats["is_ratio_sum"] += float(ratio[real].sum())
+                stats["is_ratio_max"] = max(stats["is_ratio_max"], float(ratio[real].max()))
+                stats["is_truncated"] += float((ratio[real] > self.truncated_is_clip).sum())
         if self.cfg.beta != 0.0:
             with self.model.disable_adapter():
                 inputs["ref_per_token_logps"] = self._token_logps(batch)
@@ -402,21 +480,36 @@ class GRPOLearner:
 
         self.model.train()
         optimizer = self.trainer.optimizer
+        accelerator = self.trainer.accelerator
         optimizer.zero_grad(set_to_none=True)
         stats = {"is_ratio_sum": 0.0, "is_ratio_max": 0.0, "is_truncated": 0.0}
         loss_total = 0.0
-        for start in range(0, n_samples, self.micro_batch_size):
-            end = start + self.micro_batch_size
-            batch = collate(samples[start:end], advantages[start:end], self.pad_token_id, self.device)
+        micro_batches = self._my_micro_batches(samples)
+        for k, (idx, rows) in enumerate(micro_batches):
+            # Padding rows repeat sample 0 with advantage 0 and an all-zero completion mask: every
+            # TRL loss and metric masks by it, so they add nothing (their NaN per-sequence metrics
+            # are skipped by TRL's nanmin/nanmax).
+            pad = rows - len(idx)
+            batch = collate([samples[i] for i in idx + [0] * pad], [advantages[i] for i in idx] + [0.0] * pad,
+                            self.pad_token_id, self.device)
+            batch["completion_mask"][len(idx):] = 0
             inputs = self._loss_inputs(batch, n_tokens, stats)
             with self.trainer.compute_loss_context_manager():
-                loss = self.trainer.compute_loss(self.model, inputs)
+                # Through the engine, as the HF Trainer passes ``model_wrapped``: DeepSpeed's forward
+                # advances ZeRO's micro-step counter, without which ZeRO-3 overwrites the gradient
+                # partitions of earlier micro-batches instead of accumulating them (measured).
+                loss = self.trainer.compute_loss(self.trainer.model_wrapped, inputs)
             loss = loss * self._micro_weight(batch, n_samples, n_tokens)
-            self.trainer.accelerator.backward(loss)
-            loss_total += float(loss.detach())
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = self.trainer.accelerator.clip_grad_norm_(params, self.cfg.max_grad_norm)
+            # DeepSpeed steps inside the backward that has sync_gradients set (as the HF Trainer's loop
+            # sets it per micro-step); without DeepSpeed the flag changes nothing here.
+            accelerator.gradient_state._set_sync_gradients(k == len(micro_batches) - 1)
+            accelerator.backward(loss)
+            loss_total += float(loss.detach()) / self.world_size
+        grad_norm = accelerator.clip_grad_norm_(self._lora_params, self.cfg.max_grad_norm)
         optimizer.step()
+        loss_total, stats["is_ratio_sum"], stats["is_truncated"] = self._reduce(
+            [loss_total, stats["is_ratio_sum"], stats["is_truncated"]])
+        stats["is_ratio_max"] = self._reduce([stats["is_ratio_max"]], torch.distributed.ReduceOp.MAX)[0]
         self.trainer.lr_scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         self._policy_version += 1

@@ -14,6 +14,7 @@ brushrl_scorer_none_total              counter    samples one scorer could not s
 brushrl_groups_total                   counter    groups by outcome; tag ``status`` (accepted/zero_variance/too_few_valid)
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
+brushrl_renderers_unisolated_total     counter    browsers a renderer started without a network namespace (render.network_isolation: none)
 brushrl_turn_reward_mean               gauge      multi-turn revision: mean reward of turn k; tag ``turn``
 brushrl_turn_gate_pass_rate            gauge      multi-turn revision: gate pass rate of turn k; tag ``turn``
 brushrl_trajectories_improved_share    gauge      multi-turn revision: share of trajectories whose last turn beat their first
@@ -30,6 +31,7 @@ from __future__ import annotations
 from ray.util import metrics as rm
 
 from brushrl.orchestrator.capacity import LEDGER_STATES  # the ledger's group counts, defined once
+from brushrl.render.netns import UNISOLATED
 from brushrl.stats import quantile
 
 #: Histogram buckets of one render's wall seconds: the CPU box's 0.25-5 s up to the seeds' 69-96 s
@@ -69,6 +71,9 @@ class PipelineMetrics:
         self.sync_s = rm.Gauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
         self.version = rm.Gauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
         self.ledger = rm.Gauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
+        # Incremented by the renderer actors (count_unisolated_renderer); declared here so that the
+        # driver's metric table is complete.
+        self.unisolated = rm.Counter(*UNISOLATED)
         self.turn_reward = rm.Gauge("brushrl_turn_reward_mean", "Mean reward of one revision turn, last step",
                                     tag_keys=("turn",))
         self.turn_gate = rm.Gauge("brushrl_turn_gate_pass_rate", "Gate pass rate of one revision turn, last step",

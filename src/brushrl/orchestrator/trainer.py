@@ -124,6 +124,9 @@ class Trainer:
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
         pipe.start(cfg, system_prompt, str(self.run_dir.root / "logs"))
+        info = ray.get(pipe.learner.describe.remote())  # waits for the learner (and its workers) to be built
+        self._say(f"[brushrl] learner: {info['strategy']}; {info['trainable_params']:,} of "
+                  f"{info['total_params']:,} parameters trainable")
         producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(cfg.run.seed),
                                  pipe.critic)
         return producer, GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)

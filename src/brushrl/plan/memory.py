@@ -3,11 +3,12 @@
 
 Estimates (GiB = 2**30 bytes), each a sum of named parts:
 
-* **learner** (:func:`learner_memory`, a function of the model figures, the learner config and a
-  :class:`Sharding`, so a sharded strategy can plug in per-worker figures):
-  weights ``params x dtype bytes / shards``; LoRA state ``16 bytes x LoRA params / shards``
-  (fp32 adapter weight 4 + gradient 4 + Adam's two moments 8: PEFT keeps adapters in fp32 over a
-  bf16 base, ``autocast_adapter_dtype``); checkpointed activations of one micro-batch,
+* **learner** (:func:`learner_memory`, per learner worker, ``learner.workers`` of them with
+  ``strategy: deepspeed``): model states from ``brushrl.learner.memory`` (the ZeRO paper's
+  accounting: weights ``2 x params``, and for the LoRA parameters gradients 2 + Adam state 12
+  bytes, 16 bytes in all as PEFT's fp32 adapter over a bf16 base; ZeRO-2 divides gradients and
+  optimizer state by the workers, ZeRO-3 also the weights; offload moves them to CPU memory);
+  checkpointed activations of one micro-batch,
   ``2 s b h L`` bytes of layer inputs plus one recomputed layer ``s b (34 h + 4 w)`` bytes
   (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
   eq. 2 with full recomputation and flash attention, so no ``5as/h`` term; ``w`` the widest MoE /
@@ -99,27 +100,28 @@ class Estimate:
         return max(self.derived_gib, self.reserved_gib, self.typed_gib or 0.0)
 
 
-@dataclass(frozen=True)
-class Sharding:
-    """How many ways a learner worker's state is split (1 = a whole copy; ZeRO-1 shards the
-    optimizer, ZeRO-2 also gradients, ZeRO-3 also weights, across ``learner`` workers)."""
+def learner_memory(fig: ModelFigures, cfg: BrushRLConfig, dtype_bytes: int = 2) -> dict[str, float]:
+    """GiB per learner worker: its model states under ``cfg.learner``'s strategy (weights,
+    gradients, optimizer state: ``brushrl.learner.memory.learner_memory_per_worker``, the ZeRO
+    paper's accounting, so ZeRO-2 divides gradients and optimizer state and ZeRO-3 also the weights
+    by ``learner.workers``, and offloaded states leave the GPU), one micro-batch's checkpointed
+    activations and a CUDA context (module docstring). ``dtype_bytes``: 2 (a GPU learner trains the
+    bf16 base)."""
+    from brushrl.learner.memory import learner_memory_per_worker
 
-    weights: int = 1
-    grads: int = 1
-    optimizer: int = 1
-
-
-def learner_memory(fig: ModelFigures, cfg: BrushRLConfig, sharding: Sharding = Sharding(),
-                   dtype_bytes: int = 2) -> dict[str, float]:
-    """GiB per learner worker: weights, LoRA state, checkpointed activations, CUDA context (module
-    docstring for the formulas). ``dtype_bytes``: 2 (a GPU learner trains the bf16 base)."""
-    lora = fig.lora_parameters(cfg.learner.lora.r)
+    lc, ds = cfg.learner, cfg.learner.deepspeed
+    lora = fig.lora_parameters(lc.lora.r)
+    states = learner_memory_per_worker(
+        fig.weight_bytes(dtype_bytes) / dtype_bytes, lora, strategy=lc.strategy, zero_stage=ds.zero_stage,
+        workers=lc.workers, dtype="bf16" if dtype_bytes == 2 else "fp32", offload_optimizer=ds.offload_optimizer,
+        offload_params=ds.offload_params)
     s = cfg.rollout.max_model_len or (cfg.rollout.max_new_tokens + PROMPT_TOKENS)
-    b = cfg.learner.micro_batch_size
+    b = lc.micro_batch_size
     h, L, w = fig.hidden_size, fig.num_layers, fig.widest_layer
     return {
-        "weights": _gib(fig.weight_bytes(dtype_bytes)) / sharding.weights,
-        "lora+adam": _gib(lora * (4 / 1 + 4 / sharding.grads + 8 / sharding.optimizer)),
+        "weights": _gib(states.weights),
+        "grads": _gib(states.grads),
+        "optimizer": _gib(states.optimizer),
         "activations": _gib(2 * s * b * h * L + s * b * (34 * h + 4 * w)),
         "cuda": CUDA_CONTEXT_GIB,
     }
@@ -247,8 +249,11 @@ def _gpu_actors(cfg: BrushRLConfig, figures: _Figures) -> list[_GpuActor]:
     if res.learner.num_gpus:
         fig = figures.get(_policy_model(cfg), "resources.learner")
         if fig:
-            out.append(_GpuActor("learner", res.learner, res.learner.num_gpus, Estimate(
-                "learner", fig.name, learner_memory(fig, cfg), typed(res.learner), note=_note(fig))))
+            workers = cfg.learner.workers
+            for r in range(workers):  # one per DeepSpeed rank, each its own GPU (resources.learner is per worker)
+                out.append(_GpuActor("learner", res.learner, res.learner.num_gpus, Estimate(
+                    "learner" if workers == 1 else f"learner[{r}]", fig.name, learner_memory(fig, cfg),
+                    typed(res.learner), note=_note(fig))))
     if res.rollout.num_gpus and cfg.rollout.backend == "vllm":
         fig = figures.get(_policy_model(cfg), "resources.rollout")
         if fig:

@@ -2,12 +2,15 @@
 
 A ``Renderer`` owns one browser (Playwright sync API, Debian's ``/usr/bin/chromium``) and renders
 each sketch in a fresh browser context + page, i.e. a fresh JS realm with no storage shared with
-the previous sketch. The page is the harness of ``brushrl.render.harness``; the network is closed
-by ``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
-(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``), deleted WebRTC
-constructors and, where the machine allows, an empty network namespace around Chromium
-(``brushrl.render.netns``). Dialogs are dismissed, popups closed, downloads refused, and every
-refusal is listed in ``RenderResult.refused``. While it waits, the renderer samples the browser's
+the previous sketch. The page is the harness of ``brushrl.render.harness``, which refuses and
+reports (``RenderResult.forbidden``) every call the sketch makes outside the gate's allowlist. The
+network is closed by an empty network namespace around Chromium (``brushrl.render.netns``; a
+renderer refuses to start without one unless the config opts out), and behind it by
+``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
+(``connect-src 'none'``, nonce'd inline scripts, no ``unsafe-eval``) and Chromium's flags
+(``BASE_ARGS``). Dialogs are dismissed, popups closed, downloads refused, and every refusal is
+listed in ``RenderResult.refused``. The capture is checked: a PNG data URL whose IHDR size is that
+of the canvas the harness read it from. While it waits, the renderer samples the browser's
 processes (``brushrl.render.procs``): CPU core-seconds and peak memory go into the result, and a
 page whose renderer process passes the memory cap is killed.
 
@@ -31,6 +34,7 @@ Outcome classification (``RenderResult.status``):
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
 import signal
@@ -45,15 +49,21 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from brushrl.config import RenderConfig
-from brushrl.render.harness import ORIGIN, csp, load_assets, page_html
+from brushrl.render.harness import ORIGIN, csp, harness_digest, load_assets, page_html
 from brushrl.render.paint import paint_fraction
 from brushrl.render.netns import network_launcher
 from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
 from brushrl.types import RenderResult
 
-#: Flags for every launch: no sandbox (we run as root), no background traffic of Chromium's own, and
-#: no WebRTC UDP (a sketch can still reach RTCPeerConnection through an about:blank iframe; without
-#: this flag its STUN packets reached a UDP listener on 127.0.0.1, measured).
+#: Flags for every launch: no sandbox (we run as root) and no traffic of Chromium's own. The rest
+#: is the second network layer, for a renderer without a namespace (``render.network_isolation:
+#: none``): every connection Chromium makes (page requests the route missed, preconnects,
+#: WebRTC's TCP TURN) goes to a proxy that does not exist, loopback included (Chromium bypasses a
+#: proxy for localhost by default: ``<-loopback>`` undoes that), WebRTC may use no UDP but the
+#: proxy's (none), and no DNS prefetch. Measured on a page without the harness, Chromium without a
+#: namespace (tests/test_sandbox.py): a frame's WebRTC with TURN over TCP, a link preconnect and a
+#: navigation made 2 TCP connections to a listener on 127.0.0.1 without the proxy flags, none with.
+DEAD_PROXY = "socks5://255.255.255.255:9"
 BASE_ARGS = (
     "--no-sandbox",
     "--disable-background-networking",
@@ -62,6 +72,10 @@ BASE_ARGS = (
     "--no-first-run",
     "--disable-quic",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy",
+    f"--proxy-server={DEAD_PROXY}",
+    "--proxy-bypass-list=<-loopback>",
+    "--dns-prefetch-disable",
 )
 
 #: Software WEBGL backends (measured on Chromium 156, docs/perf/render.md).
@@ -75,6 +89,8 @@ GL_ARGS = {
     "swiftshader": ("--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu"),
     "llvmpipe": ("--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"),
 }
+
+log = logging.getLogger(__name__)
 
 POLL_MS = 40
 """How often (ms) Python checks for the page's report; the wait runs in the Playwright driver."""
@@ -135,11 +151,13 @@ class Renderer:
             starts with ``MEMORY_CAP``; the browser lives on. V8's old space is limited to half of
             it with ``--js-flags=--max-old-space-size`` (an ArrayBuffer is not V8 heap, hence the
             RSS watch). Checked every ``POLL_MS``.
-        network_isolation: ``"auto"`` / ``"netns"`` / ``"none"``: run Chromium in an empty network
-            namespace (``brushrl.render.netns``); ``self.netns`` says whether it is.
+        network_isolation: ``"netns"``: run Chromium in an empty network namespace, or raise
+            where there is none (``brushrl.render.netns``); ``"none"``: explicitly without one
+            (logged as a warning and counted). ``self.netns`` says which.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
+        RuntimeError: ``network_isolation="netns"`` and this machine has no network namespaces.
         playwright.sync_api.Error: Chromium cannot be launched.
     """
 
@@ -151,7 +169,7 @@ class Renderer:
         actor_id: str = "local",
         extra_args: tuple[str, ...] = (),
         memory_cap_mb: int | None = 2048,
-        network_isolation: str = "auto",
+        network_isolation: str = "netns",
     ):
         self._assets = load_assets(Path(js_dir) if js_dir else None)
         self._marker = new_marker()
@@ -161,6 +179,13 @@ class Renderer:
         self.procs: ChromiumProcesses | None = None
         """The browser's processes (None if they could not be found: no CPU/memory figures, no cap)."""
         self._chromium, self.netns = network_launcher(chromium_path, network_isolation)
+        if not self.netns:
+            log.warning("renderer %s: Chromium runs WITHOUT a network namespace (render.network_isolation: "
+                        "none); only the page's defences and the launch flags keep it off the network",
+                        actor_id)
+            from brushrl.render.netns import count_unisolated_renderer
+
+            count_unisolated_renderer()
         self.gl_backend = gl_backend
         self.actor_id = actor_id
         self._pw = _acquire_playwright()
@@ -184,11 +209,13 @@ class Renderer:
 
     @property
     def env(self) -> str:
-        """What besides code, seed and size decides the painting: ``p5+brush:<digest>
-        chromium:<version> gl:<backend>`` (the render cache's key part, ``brushrl.render.cache``)."""
+        """What besides code, seed and size decides the render: ``p5+brush:<digest>
+        harness:<digest> chromium:<version> gl:<backend>`` (the render cache's key part,
+        ``brushrl.render.cache``; the harness decides what is refused)."""
         from brushrl.render.cache import library_digest
 
-        return f"p5+brush:{library_digest(self._assets)} chromium:{self.browser_version} gl:{self.gl_backend}"
+        return (f"p5+brush:{library_digest(self._assets)} harness:{harness_digest()} "
+                f"chromium:{self.browser_version} gl:{self.gl_backend}")
 
     def _launch(self) -> None:
         self._browser = self._pw.chromium.launch(
@@ -365,6 +392,15 @@ class Renderer:
         def done() -> dict | None:
             return next((e for e in events if e.get("phase") == "done"), None)
 
+        def forbidden() -> dict[str, int]:
+            """What the harness refused: the done report's counts, and names pushed before it (a
+            render that never finishes still has them)."""
+            counts = {str(e.get("name"))[:MAX_CHARS]: 1 for e in events if e.get("phase") == "forbidden"}
+            state = done()
+            for name, n in ((state or {}).get("forbidden") or {}).items():
+                counts[str(name)[:MAX_CHARS]] = int(n)
+            return dict(list(counts.items())[:MAX_REFUSED])
+
         context, t_commit = None, start
         try:
             if self._browser is None or not self._browser.is_connected():
@@ -401,7 +437,8 @@ class Renderer:
             self._dispose(context)
             t_closed = time.monotonic()
         u1 = self.usage()
-        meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb)}
+        meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb),
+                 "forbidden": forbidden()}
         if killed:
             return RenderResult("error", js_errors=killed, console=console, refused=refused, **meter)
         if left and not done():
@@ -432,9 +469,13 @@ class Renderer:
         if state["errors"]:
             return RenderResult("error", js_errors=list(state["errors"]), **common)
         if not state["png"]:
-            return RenderResult("error", detail="the sketch created no canvas", **common)
+            why = state.get("capture") or "the sketch created no canvas"
+            return RenderResult("error", js_errors=[f"no capture: {why}"[:MAX_CHARS]], detail=why, **common)
         t0 = time.monotonic()
-        png = _decode_data_url(state["png"])
+        try:
+            png = _decode_png(state["png"], state.get("canvas"))
+        except ValueError as exc:  # the harness's own capture is wrong: never score it
+            return RenderResult("error", js_errors=[f"capture refused: {exc}"[:MAX_CHARS]], **common)
         fraction = paint_fraction(png)
         phases["decode"] = time.monotonic() - t0
         return RenderResult("ok", png=png, paint_fraction=fraction, **common)
@@ -453,5 +494,26 @@ class Renderer:
                 pass  # the next attempt reports infra
 
 
-def _decode_data_url(url: str) -> bytes:
-    return base64.b64decode(url.split(",", 1)[1])
+PNG_DATA_URL = "data:image/png;base64,"
+
+
+def _decode_png(url: str, canvas: list | None) -> bytes:
+    """The PNG bytes of the harness's capture, checked against the canvas it reported.
+
+    Args:
+        url: the data URL ``toDataURL('image/png')`` returned.
+        canvas: ``[width, height]`` of the canvas element it was read from, pixels.
+
+    Raises:
+        ValueError: not a PNG data URL, not a PNG, or its IHDR size is not the canvas's (the
+            picture did not come from that canvas).
+    """
+    from brushrl.gate.runtime import png_size
+
+    if not isinstance(url, str) or not url.startswith(PNG_DATA_URL):
+        raise ValueError("the capture is not a PNG data URL")
+    png = base64.b64decode(url[len(PNG_DATA_URL):], validate=True)
+    size = png_size(png)
+    if not canvas or tuple(canvas) != size:
+        raise ValueError(f"the PNG is {size[0]}x{size[1]} but the canvas it came from is {canvas}")
+    return png

@@ -134,7 +134,8 @@ def as_hit(result: RenderResult) -> RenderResult:
     """A copy of a stored result as served from the cache."""
     return dataclasses.replace(result, cache_hit=True, wall_s=0.0, cpu_s=0.0, attempts=0,
                                js_errors=list(result.js_errors), console=list(result.console),
-                               refused=list(result.refused), brush_calls=dict(result.brush_calls), phases={})
+                               refused=list(result.refused), brush_calls=dict(result.brush_calls), phases={},
+                               forbidden=dict(result.forbidden))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

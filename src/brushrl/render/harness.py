@@ -2,29 +2,40 @@
 vendored p5 / p5.brush files.
 
 The page is served from a fake origin (``ORIGIN``) by ``page.route``; nothing else exists on it.
-Script order inside ``<head>``:
+Script order inside ``<head>`` (every inline script carries the render's nonce):
 
-1. ``PRELUDE_JS`` (inline, nonce): seeds ``Math.random`` with mulberry32(seed), deletes the WebRTC
-   constructors, takes the per-render report binding off ``window`` (Playwright
-   ``expose_binding``), records errors and unhandled rejections in a closure, and
-   defines the frozen ``window.__brushrl`` hooks used by step 4.
-2. ``/p5.min.js`` and ``/p5.brush.js`` from the fake origin (``'self'``). p5.brush seeds its own
-   PRNG from ``Math.random`` when it is evaluated, so step 1 must come first.
-3. The sketch (inline, nonce), preceded by a one-line script that tells Python the harness got
-   this far (``{phase: "sketch"}``): a deadline hit before that is the machine's fault, not the
-   sketch's.
-4. ``ARM_JS`` (inline, nonce): wraps ``setup`` (start clock, ``pixelDensity(1)``) and registers a
-   p5 addon after p5.brush's: its ``postsetup`` hook finishes a sketch without ``draw``; its
-   ``postdraw`` hook stops a looping sketch after its first frame and finishes. p5's global mode
-   starts on the window ``load`` event, after every inline script, so all of this is in place
-   before p5 calls ``setup``.
+1. ``GATE_JS`` (``//# sourceURL=brushrl-gate.js``): the wrapper factory. Frames of this script are
+   *vetted* calls: an allowlisted p5 function or a brush method running, or a guarded call that
+   passed its check.
+2. ``harness.js`` (``brushrl-harness.js``) with its ``CONFIG``: takes every reference the harness
+   needs off the page before anything else runs (so a sketch's top-level ``const performance`` or
+   a replaced ``HTMLCanvasElement.prototype.toDataURL`` never reaches it), seeds ``Math.random``
+   with mulberry32(seed), takes the per-render report binding off ``window``, fixes
+   ``Error.prepareStackTrace`` to its own formatter, and wraps the platform: WebGL and 2D
+   contexts, every DOM node interface, window's functions, navigation. See that file's header for
+   how a call is attributed to the sketch.
+3. ``/p5.min.js`` and ``/p5.brush.js`` from the fake origin (``'self'``). p5.brush seeds its own
+   PRNG from ``Math.random`` when it is evaluated, so step 2 must come first.
+4. ``__brushrl_start()`` (one-shot, deleted when called): wraps every p5 function (the gate's
+   allowlist, ``brushrl.gate.policy.ALLOWED_P5_GLOBALS``, become entries, the rest guards) and
+   every brush method (counted in ``calls``), locks the language's prototypes and p5's classes,
+   and tells Python the harness got this far (``{phase: "sketch"}``): a deadline hit before that is
+   the machine's fault, not the sketch's.
+5. The sketch (``//# sourceURL=sketch.js``).
 
-"Finish" captures the canvas with ``toDataURL`` inside the page (a page screenshot loses the WEBGL
-back buffer) and pushes ``{phase: "done", errors, png, frames, draw_s}`` to Python once; the first error
-finishes too, without a capture. ``calls`` counts the sketch's ``brush.*`` calls by method (every
-function of the ``brush`` object is wrapped just before the sketch runs). Python never evaluates in the page, so a sketch stuck in
-``while (true) {}`` cannot block the renderer: it just never reports and its context is closed at
-the deadline.
+On the window ``load`` event (after the sketch's top level, before p5 starts) the harness pins
+trampolines over the sketch's entry points (``setup`` also starts the clock and sets
+``pixelDensity(1)``) and registers a p5 addon after p5.brush's: its ``postsetup`` hook finishes a
+sketch without ``draw``, its ``postdraw`` hook stops a looping sketch after its first frame and
+finishes.
+
+"Finish" captures the document's only WebGL2 canvas with the ``toDataURL`` taken in step 2 (a
+page screenshot loses the WEBGL back buffer) and pushes ``{phase: "done", errors, png, canvas,
+capture, frames, calls, forbidden, draw_s, sketch_s}`` to Python once; the first error finishes
+too, without a capture. Every refused call is pushed at once as ``{phase: "forbidden", name}``
+and listed in ``forbidden`` (name -> calls). Python never evaluates in the page, so a sketch stuck
+in ``while (true) {}`` cannot block the renderer: it just never reports and its context is closed
+at the deadline.
 """
 
 from __future__ import annotations
@@ -41,88 +52,32 @@ ORIGIN = "http://brushrl.render"
 P5_FILE = "node_modules/p5/lib/p5.min.js"
 BRUSH_FILE = "node_modules/p5.brush/dist/p5.brush.js"
 
-PRELUDE_JS = r"""
+#: The wrapper factory (its own script, so its frames are recognisable). ``wrap(original, before)``
+#: returns a function that calls ``before(arguments, this, wrapper)`` and then ``original`` with
+#: what it returned, unless that is ``SKIP`` (the call is refused: it returns undefined);
+#: ``vetted(f, self, args)`` is how the harness itself calls p5.
+GATE_JS = r"""
 (() => {
-  let s = (%(seed)d) >>> 0;  // mulberry32 (Tommy Ettinger, public domain), the PRNG family p5.brush uses
-  Math.random = function random() {
-    s = (s + 0x6D2B79F5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  'use strict';
+  const { apply, construct } = Reflect;
+  const SKIP = Object.freeze({});
+  const wrap = (original, before) => {
+    const wrapper = function () {
+      const args = before(arguments, this, wrapper);
+      if (args === SKIP) return undefined;
+      return new.target ? construct(original, args) : apply(original, this, args);
+    };
+    return wrapper;
   };
-  for (const k of ['RTCPeerConnection', 'webkitRTCPeerConnection', 'RTCDataChannel']) delete window[k];
-  // The page pushes to Python through a binding with a per-render name that is taken off window
-  // here, out of the sketch's reach. Python never evaluates in the page.
-  const report = window[%(binding)s];
-  delete window[%(binding)s];
-  const errors = [];
-  let frames = 0, t0 = performance.now(), tSketch = performance.now(), sent = false;
-  const calls = {};  // brush method -> calls made by the sketch (wrappers installed in sketchStarting)
-  const say = (x) => { try { return String(x && x.stack ? x.stack : x).slice(0, 300); } catch (e) { return '?'; } };
-  const canvas = () => (window.p5 && p5.instance && p5.instance._renderer && p5.instance._renderer.canvas)
-    || document.querySelector('canvas');
-  const finish = () => {
-    if (sent) return;
-    sent = true;
-    let png = null;
-    try { const c = errors.length ? null : canvas(); png = c ? c.toDataURL('image/png') : null; }
-    catch (e) { errors.push('capture failed: ' + say(e)); }
-    const now = performance.now();
-    report({ phase: 'done', errors: errors.slice(0, 20), png, frames, calls,
-             draw_s: (now - t0) / 1000, sketch_s: (now - tSketch) / 1000 });
-  };
-  addEventListener('error', (e) => {
-    let msg = say(e.error || e.message);
-    // A syntax error carries the document's line: map it to the sketch's own (the number below is
-    // the document line just before the sketch's first). Runtime errors say sketch.js (sourceURL).
-    const inDoc = e.filename === location.href && e.lineno > %(sketch_line0)d;
-    const where = inDoc ? 'sketch.js:' + (e.lineno - %(sketch_line0)d) + ':' + e.colno
-      : e.filename ? e.filename.split('/').pop() + ':' + e.lineno + ':' + e.colno : '';
-    if (where && !msg.includes(where)) msg = (msg + ' at ' + where).slice(0, 300);
-    errors.push(msg); finish();
-  });
-  addEventListener('unhandledrejection', (e) => { errors.push('unhandled rejection: ' + say(e.reason)); finish(); });
-  Object.defineProperty(window, '__brushrl', { value: Object.freeze({
-    sketchStarting() {
-      // Count the sketch's brush.* calls by wrapping every function of the library object; p5.brush
-      // calls its own internals directly, so only the sketch's calls are counted.
-      const b = window.brush;
-      if (b && typeof b === 'object') {
-        for (const k of Object.keys(b)) {
-          const f = b[k];
-          if (typeof f !== 'function' || /^[A-Z]/.test(k)) continue;  // skip classes (Plot, Polygon...)
-          b[k] = function () { calls[k] = (calls[k] || 0) + 1; return f.apply(this, arguments); };
-        }
-      }
-      tSketch = performance.now();
-      report({ phase: 'sketch' });
-    },
-    setupStarted() { t0 = performance.now(); },
-    setupFinished() { if (typeof window.draw !== 'function') finish(); },
-    frameFinished() { frames += 1; finish(); },
-  }) });
+  const vetted = (f, self, args) => apply(f, self, args);
+  Object.defineProperty(window, '__brushrl_gate', { configurable: true,
+    value: Object.freeze({ file: 'brushrl-gate.js', wrap, vetted, SKIP }) });
 })();
+//# sourceURL=brushrl-gate.js
 """
 
-ARM_JS = r"""
-(() => {
-  const H = window.__brushrl, user = window.setup;
-  window.setup = async function () {
-    H.setupStarted();
-    if (typeof window.pixelDensity === 'function') window.pixelDensity(1);
-    if (typeof user === 'function') return await user.apply(this, arguments);
-  };
-  if (window.p5 && typeof p5.registerAddon === 'function') {
-    // Registered after p5.brush's addon, so these hooks run after brush has flushed its layers
-    // (p5.brush composites at postsetup / postdraw).
-    p5.registerAddon((p5, fn, lifecycles) => {
-      lifecycles.postsetup = function () { H.setupFinished(); };
-      lifecycles.postdraw = function () { if (this.isLooping()) this.noLoop(); H.frameFinished(); };
-    });
-  }
-})();
-"""
-
+#: The harness proper (``harness.js`` next to this file); ``page_html`` prepends its ``CONFIG``.
+HARNESS_JS = (Path(__file__).with_name("harness.js")).read_text()
 
 def find_js_dir() -> Path:
     """The folder holding ``node_modules`` with p5 and p5.brush.
@@ -174,23 +129,50 @@ def _inline(js: str) -> str:
     return js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
 
+def harness_config(seed: int, binding: str, sketch_line0: int) -> dict:
+    """The ``CONFIG`` object of ``harness.js`` for one render (JSON-serialisable)."""
+    from brushrl.gate.policy import ALLOWED_JS_GLOBALS, ALLOWED_P5_GLOBALS, P5_ENTRY_POINTS
+
+    return {
+        "seed": int(seed) & 0xFFFFFFFF,
+        "binding": binding,
+        "origin": ORIGIN,
+        "sketchLine0": sketch_line0,
+        "allowedP5": sorted(ALLOWED_P5_GLOBALS),
+        "allowedJs": sorted(ALLOWED_JS_GLOBALS),
+        "entryPoints": sorted(P5_ENTRY_POINTS),
+    }
+
+
+def harness_digest() -> str:
+    """SHA-256 (first 16 hex digits) of the harness scripts and the allowlists they enforce: part
+    of the renderer's ``env``, so a render cache never serves a result the harness would now judge
+    differently."""
+    import hashlib
+
+    config = harness_config(0, "", 0)
+    return hashlib.sha256((GATE_JS + HARNESS_JS + json.dumps(config)).encode()).hexdigest()[:16]
+
+
 def page_html(code: str, seed: int, nonce: str, binding: str) -> str:
     """The HTML document for one render of ``code`` with ``Math.random`` seeded by ``seed``; the
     page reports its outcome through the exposed binding named ``binding``."""
     n = html.escape(nonce, quote=True)
 
     def head(sketch_line0: int) -> str:
-        values = {"seed": int(seed) & 0xFFFFFFFF, "binding": json.dumps(binding), "sketch_line0": sketch_line0}
+        config = json.dumps(harness_config(seed, binding, sketch_line0))
         return (
             '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">'
+            '<meta http-equiv="x-dns-prefetch-control" content="off">'
             "<style>html,body{margin:0;background:#fff;overflow:hidden}</style>"
-            f'<script nonce="{n}">{PRELUDE_JS % values}</script>'
+            f'<script nonce="{n}">{GATE_JS}</script>'
+            # a block, so CONFIG is not a global the sketch could collide with
+            f'<script nonce="{n}">{{ const CONFIG = {_inline(config)};\n{HARNESS_JS}}}\n'
+            "//# sourceURL=brushrl-harness.js\n</script>"
             '<script src="/p5.min.js"></script><script src="/p5.brush.js"></script>'
-            f'<script nonce="{n}">window.__brushrl.sketchStarting();</script><script nonce="{n}">'
+            f'<script nonce="{n}">window.__brushrl_start();\n//# sourceURL=brushrl-harness.js\n</script>'
+            f'<script nonce="{n}">'
         )
 
     before = head(head(0).count("\n"))  # the number's digits add no line, so one pass suffices
-    return (
-        f"{before}{_inline(code)}\n//# sourceURL=sketch.js\n</script>"
-        f'<script nonce="{n}">{ARM_JS}</script></head><body></body></html>'
-    )
+    return f"{before}{_inline(code)}\n//# sourceURL=sketch.js\n</script></head><body></body></html>"

@@ -1,0 +1,101 @@
+"""Mixture-of-experts models in the learner: ZeRO-3 leaf modules and which weights get LoRA.
+
+transformers 5 fuses each MoE layer's routed experts into one ``*Experts`` module holding 3-D
+weights (e.g. ``Qwen3MoeExperts.gate_up_proj`` of shape (experts, 2 x intermediate, hidden)); they
+are not ``nn.Linear`` layers. PEFT 0.21 still maps ``"all-linear"`` on such a model to what it meant
+under transformers 4, routed experts and router included (``peft.utils.transformers_weight_conversion``
+adds them as ``target_parameters``), so :func:`lora_targets` resolves the targets itself and
+``learner.lora.experts`` decides about the experts.
+"""
+
+from __future__ import annotations
+
+import re
+
+from torch import nn
+
+
+def _experts_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Modules holding a model's routed experts: class name ending in ``Experts`` (transformers 5
+    fuses each layer's experts into one such module with 3-D weights, e.g. ``Qwen3MoeExperts``)."""
+    return [(name, m) for name, m in model.named_modules() if type(m).__name__.endswith("Experts")]
+
+
+def _moe_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The mixture-of-experts blocks: modules with an ``*Experts`` child (the router and the experts
+    it dispatches to, e.g. ``Qwen3MoeSparseMoeBlock``), with their full names."""
+    return [(name, m) for name, m in model.named_modules()
+            if any(type(c).__name__.endswith("Experts") for c in m.children())]
+
+
+def moe_block_classes(model: nn.Module) -> list[type]:
+    """Classes of the mixture-of-experts blocks (:func:`_moe_blocks`), in order of first occurrence."""
+    return list(dict.fromkeys(type(m) for _, m in _moe_blocks(model)))
+
+
+def set_leaf_modules(model: nn.Module, names: list[str] | None) -> list[str]:
+    """Mark ZeRO-3 leaf modules (``deepspeed.utils.set_z3_leaf_modules``): ZeRO-3 then gathers each
+    such block's weights at once when it starts, instead of hooking every child. A MoE block runs
+    only the experts its tokens were routed to, so per-child hooks fetch different modules on
+    different ranks, in a different order each pass (hangs: DeepSpeed #4094, #4808; the API: DeepSpeed
+    PR #4966; newer DeepSpeed also marks known Mixtral/Qwen MoE classes by default, PR #7604).
+
+    Args:
+        model: the model before ``deepspeed.initialize``.
+        names: class names (``learner.deepspeed.leaf_modules``); None: :func:`moe_block_classes`.
+
+    Returns:
+        The class names marked (empty for a dense model).
+
+    Raises:
+        ValueError: a configured name is not the class of any module of the model.
+    """
+    if names is None:
+        classes = moe_block_classes(model)
+    else:
+        by_name = {type(m).__name__: type(m) for m in model.modules()}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise ValueError(f"learner.deepspeed.leaf_modules: no module of class {missing} in the model")
+        classes = [by_name[n] for n in names]
+    if classes:
+        from deepspeed.utils import set_z3_leaf_modules
+
+        set_z3_leaf_modules(model, classes)
+    return [c.__name__ for c in classes]
+
+
+def expert_lora_targets(model: nn.Module) -> list[str]:
+    """PEFT ``target_parameters`` for LoRA on the routed experts: the full name of each 3-D weight
+    of each ``*Experts`` module (e.g. ``model.layers.0.mlp.experts.gate_up_proj``).
+
+    Raises:
+        ValueError: the model has no ``*Experts`` module with 3-D weights (not a mixture of experts).
+    """
+    targets = [f"{name}.{pname}" for name, module in _experts_modules(model)
+               for pname, p in module.named_parameters(recurse=False) if p.dim() == 3]
+    if not targets:
+        raise ValueError("learner.lora.experts: the model has no routed experts (no *Experts module with 3-D weights)")
+    return targets
+
+
+def lora_targets(model: nn.Module, target_modules: str | list[str], experts: bool) -> tuple[str | list[str], list[str] | None]:
+    """PEFT ``(target_modules, target_parameters)`` for ``learner.lora``.
+
+    A dense model keeps ``target_modules`` as configured. On a mixture of experts, ``"all-linear"``
+    becomes a regex of the full names of every ``nn.Linear`` outside the MoE blocks except the
+    output head (attention and dense layers; the router, routed and shared experts stay frozen, as in
+    the reproduction without ``--lora-experts``), and ``experts`` adds the routed experts' 3-D weights
+    (:func:`expert_lora_targets`). An explicit ``target_modules`` list is passed through as given.
+
+    Raises:
+        ValueError: ``experts`` on a model without routed experts.
+    """
+    params = expert_lora_targets(model) if experts else None
+    blocks = [name for name, _ in _moe_blocks(model)]
+    if not blocks or target_modules != "all-linear":
+        return target_modules, params
+    head = model.get_output_embeddings()
+    linear = [name for name, m in model.named_modules()
+              if isinstance(m, nn.Linear) and m is not head and not any(name.startswith(f"{b}.") for b in blocks)]
+    return "^(" + "|".join(re.escape(n) for n in linear) + ")$", params

@@ -1,0 +1,419 @@
+// The page-side harness (brushrl.render.harness): runs before p5, p5.brush and the sketch, with
+// CONFIG = {seed, binding, origin, sketchLine0, allowedP5, allowedJs, entryPoints} prepended by
+// Python, and the gate script's hooks (GATE_JS in harness.py) taken off window. Everything it
+// needs from the page is taken here, before any other script runs, so nothing the sketch later
+// defines or replaces (a top-level `const performance`, a new HTMLCanvasElement.prototype.toDataURL)
+// reaches the harness.
+//
+// Defence in depth, independent of the static gate: every p5 function outside the gate's
+// allowlist, and every platform surface a sketch could paint, read or leave through (WebGL and 2D
+// contexts, canvas elements, the DOM, window functions, navigation), is wrapped. A wrapped call is
+// the sketch's when, walking its stack from the caller, the first frame that is not p5's, p5.brush's
+// or native is not a vetted call (a frame of the gate script: an allowlisted p5 function, a brush
+// method, or such a call in progress) -- or when no library frame is on the stack at all (a native
+// function the sketch scheduled). Such a call is skipped and reported; the runtime gate fails the
+// sketch for it. p5 and p5.brush doing their own work under an allowed call stay untouched.
+(() => {
+  'use strict';
+  const G = window;
+  const { apply } = Reflect;
+  const { defineProperty, getOwnPropertyDescriptor, getOwnPropertyNames, getOwnPropertySymbols,
+          getPrototypeOf, create, freeze, preventExtensions } = Object;
+  const { binding } = CONFIG;
+  const gate = G.__brushrl_gate;  // {file, wrap, vetted, SKIP}: frames of that script are vetted
+  delete G.__brushrl_gate;
+  const perf = G.performance, perfNow = Performance.prototype.now;
+  const now = () => apply(perfNow, perf, []);
+  const captureStackTrace = Error.captureStackTrace;
+  const fnSource = Function.prototype.toString, bind = Function.prototype.bind;
+  const errorString = Error.prototype.toString;
+  const stringSlice = String.prototype.slice, stringIncludes = String.prototype.includes;
+  const arrayPush = Array.prototype.push;
+  const jsonStringify = JSON.stringify;
+  const addListener = EventTarget.prototype.addEventListener;
+  const docTags = Document.prototype.getElementsByTagName;
+  const collectionItem = HTMLCollection.prototype.item;
+  const collectionLength = getOwnPropertyDescriptor(HTMLCollection.prototype, 'length').get;
+  const canvasProto = HTMLCanvasElement.prototype;
+  const toDataURL = canvasProto.toDataURL, getContext = canvasProto.getContext;
+  const canvasWidth = getOwnPropertyDescriptor(canvasProto, 'width').get;
+  const canvasHeight = getOwnPropertyDescriptor(canvasProto, 'height').get;
+  const isConnected = getOwnPropertyDescriptor(Node.prototype, 'isConnected').get;
+  const isTrusted = (e) => e.isTrusted;  // an own, unforgeable property of every Event
+  const navigationObject = G.navigation;
+  const navigateUrl = getOwnPropertyDescriptor(NavigateEvent.prototype, 'destination').get;
+  const destinationUrl = getOwnPropertyDescriptor(NavigationDestination.prototype, 'url').get;
+  const preventDefault = Event.prototype.preventDefault;
+  const doc = G.document;
+
+  // Seeded Math.random (mulberry32, Tommy Ettinger, public domain: the PRNG family p5.brush uses),
+  // installed before p5.brush evaluates, which seeds its own PRNG from Math.random.
+  let s = (CONFIG.seed) >>> 0;
+  Math.random = function random() {
+    s = (s + 0x6D2B79F5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  for (const k of ['RTCPeerConnection', 'webkitRTCPeerConnection', 'RTCDataChannel']) delete G[k];
+
+  // The page pushes to Python through a binding with a per-render name, taken off window here.
+  // Playwright's binding calls window functions of its own; through gate.vetted they are vetted.
+  const reportBinding = G[binding];
+  delete G[binding];
+  const report = (event) => gate.vetted(reportBinding, G, [event]);
+  const errors = [], calls = create(null), forbidden = create(null);
+  let frames = 0, t0 = now(), tSketch = now(), sent = false, instance = null;
+  const Str = String;
+  const say = (x) => {
+    try { return apply(stringSlice, Str(x && x.stack ? x.stack : x), [0, 300]); } catch (e) { return '?'; }
+  };
+
+  // -- who is calling -----------------------------------------------------------------------------
+  // Error.prepareStackTrace is fixed to the harness's own formatter: the default text for every
+  // error, the raw call sites for the harness's own probes (so the sketch cannot forge frames).
+  let probing = false;
+  const prepare = (err, sites) => {
+    if (probing) return sites;
+    let text;
+    try { text = apply(errorString, err, []); } catch (e) { text = 'Error'; }
+    for (let i = 0; i < sites.length; i++) text += '\n    at ' + sites[i];
+    return text;
+  };
+  defineProperty(Error, 'prepareStackTrace', { value: prepare, writable: false, configurable: false });
+  // Error.stackTraceLimit stays the page's (a sketch that breaks it only makes its own calls look
+  // unvetted); probes read 8 frames, and all of them when 8 were not enough to decide.
+  const PROBE_FRAMES = 8;
+  const LIBRARY = [CONFIG.origin + '/p5.min.js', CONFIG.origin + '/p5.brush.js'];
+  const GATE = gate.file;
+  const probe = (wrapper, frames) => {
+    const holder = {}, limit = Error.stackTraceLimit;
+    probing = true;
+    try {
+      Error.stackTraceLimit = frames;
+      captureStackTrace(holder, wrapper);
+      return holder.stack;
+    } finally {
+      probing = false;
+      Error.stackTraceLimit = limit;
+    }
+  };
+  let lastSites = null;  // the stack of the last refused call (reported with its first refusal)
+  // true: the sketch's; false: vetted; undefined: only library and native frames so far.
+  const decide = (sites) => {
+    for (let i = 0; i < sites.length; i++) {
+      const file = sites[i].getScriptNameOrSourceURL();
+      if (!file) {
+        // A built-in has no line; code without a URL is the driver's (Playwright's binding): the
+        // sketch cannot make any (the CSP has no unsafe-eval, no inline handlers).
+        if (sites[i].getLineNumber() === null) continue;
+        return false;
+      }
+      if (file === GATE) return false;  // under a vetted call
+      if (file !== LIBRARY[0] && file !== LIBRARY[1]) return true;  // the sketch, or harness code on its behalf
+    }
+    return undefined;
+  };
+  const sketchCalled = (wrapper) => {
+    let sites = probe(wrapper, PROBE_FRAMES), verdict = decide(sites);
+    if (verdict === undefined && sites.length >= PROBE_FRAMES) verdict = decide(sites = probe(wrapper, 200));
+    if (verdict === undefined) {
+      // The bottom of the stack: p5's own work (its draw loop, its async set-up) has library
+      // frames; with none at all it is a native function the sketch scheduled
+      // (setTimeout(text.bind(...))).
+      verdict = true;
+      for (let i = 0; i < sites.length; i++) if (sites[i].getScriptNameOrSourceURL()) verdict = false;
+    }
+    if (verdict) lastSites = sites;
+    return verdict;
+  };
+  const where = () => {
+    let text = '';
+    for (let i = 0; lastSites && i < lastSites.length && i < 6; i++) {
+      text += (i ? ' < ' : '') + (lastSites[i].getFunctionName() || '?') + '@'
+        + apply(stringSlice, Str(lastSites[i].getScriptNameOrSourceURL() || 'native'), [-24]) + ':' + lastSites[i].getLineNumber();
+    }
+    return text;
+  };
+  const note = (what) => {
+    if (!(what in forbidden)) {
+      forbidden[what] = 0;
+      try { report({ phase: 'forbidden', name: what, where: where() }); } catch (e) { /* page going away */ }
+    }
+    forbidden[what] += 1;
+    lastSites = null;
+  };
+
+  // -- wrapping -------------------------------------------------------------------------------------
+  // A guard refuses the sketch's calls; an entry (an allowlisted p5 function, a brush method) is
+  // always allowed, but its arguments may not smuggle native functions (a bound `text` as a
+  // callback or valueOf, which the library would call with only library frames on the stack).
+  const isNative = (f) => { try { return apply(stringIncludes, apply(fnSource, f, []), ['[native code]']); } catch (e) { return true; } };
+  // The language's prototypes; p5's classes' (an array too: code that runs after the sketch's top
+  // level iterates arrays only, whose iterator is locked before the sketch runs).
+  const TRUSTED = new Set(), P5_PROTOS = new Set(), P5_CLASSES = [];
+  const smuggles = (value, depth) => {
+    if (typeof value === 'function') return isNative(value);
+    if (value === null || typeof value !== 'object' || depth > 3) return false;
+    if (P5_PROTOS.has(getPrototypeOf(value))) return false;  // a p5 vector or colour (its own bound helpers)
+    for (let o = value; o !== null && !TRUSTED.has(o); o = getPrototypeOf(o)) {
+      const ks = getOwnPropertyNames(o);
+      const sym = getOwnPropertySymbols(o);
+      for (let i = 0; i < sym.length; i++) apply(arrayPush, ks, [sym[i]]);
+      for (let i = 0; i < ks.length; i++) {
+        const d = getOwnPropertyDescriptor(o, ks[i]);
+        if ((d.get && isNative(d.get)) || (d.set && isNative(d.set))) return true;
+        if ('value' in d && (typeof d.value === 'function' ? isNative(d.value) : smuggles(d.value, depth + 1))) return true;
+      }
+    }
+    return false;
+  };
+  const entryCheck = (name) => (args, self, wrapper) => {
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i];
+      if ((typeof a === 'function' || (typeof a === 'object' && a !== null)) && smuggles(a, 0) && sketchCalled(wrapper)) {
+        note('argument:' + name);
+        return gate.SKIP;
+      }
+    }
+    return args;
+  };
+  const guardCheck = (name) => (args, self, wrapper) => {
+    if (sketchCalled(wrapper)) { note(name); return gate.SKIP; }
+    return args;
+  };
+  // A method kept as an accessor: reads give the method; `receiver.key = v` still defines an own
+  // property on any other receiver (p5 and the language rely on that: `this.default = e`), but
+  // replacing it on `obj` itself is refused and reported.
+  const lockMethod = (obj, key, value, label) => lock(obj, key, { enumerable: false, get() { return value; }, set(v) {
+    if (this === obj) { note(label + '.' + Str(key) + '='); return; }
+    defineProperty(this, key, { value: v, writable: true, enumerable: true, configurable: true });
+  } });
+  const lock = (obj, key, desc) => {
+    try { defineProperty(obj, key, { ...desc, configurable: false, ...('value' in desc ? { writable: false } : {}) }); }
+    catch (e) { /* non-configurable already: keep it */ }
+  };
+  // Wrap every function (and setter; getters too when `getters` is set) of `obj` with the hook
+  // checkFor(key, label.key) returns: a guard, an entry, or null to leave it as it is.
+  const wrapAll = (obj, label, checkFor, getters) => {
+    for (const key of getOwnPropertyNames(obj)) {
+      if (key === 'constructor') continue;
+      const d = getOwnPropertyDescriptor(obj, key);
+      if (!d || !d.configurable) continue;
+      const name = label + '.' + key;
+      if (typeof d.value === 'function') {
+        const before = checkFor(key, name);
+        if (before) lockMethod(obj, key, gate.wrap(d.value, before), label);
+      } else if (d.get || d.set) {
+        const get = d.get && getters ? checkFor(key, name) : null;
+        const set = d.set ? checkFor(key, name + '=') : null;
+        lock(obj, key, { get: get ? gate.wrap(d.get, get) : d.get, set: set ? gate.wrap(d.set, set) : d.set,
+                         enumerable: d.enumerable });
+      }
+    }
+  };
+  const guards = (key, name) => guardCheck(name);
+
+  // Platform surfaces: drawing and read-back (WebGL, 2D, canvas elements), the DOM (every node
+  // interface, so no element or frame can be made or inserted), and window's own functions.
+  // WebGL: what paints (draws, clears, blits, uploads of pixels or geometry), reads pixels back,
+  // or makes a program; state changes alone cannot put anything on the canvas.
+  const GL_SURFACE = /^(draw|clear$|clearBuffer|blit|read|copyTex|copyBuffer|(compressed)?[tT]ex(Sub)?Image|buffer(Sub)?Data|shaderSource|compileShader|linkProgram|attachShader|create(Shader|Program)|getExtension)/;
+  const glGuards = (key, name) => (GL_SURFACE.test(key) ? guardCheck(name) : null);
+  wrapAll(WebGL2RenderingContext.prototype, 'webgl2', glGuards, false);
+  wrapAll(WebGLRenderingContext.prototype, 'webgl', glGuards, false);
+  wrapAll(CanvasRenderingContext2D.prototype, 'canvas2d', guards, false);
+  for (const key of getOwnPropertyNames(G)) {
+    const d = getOwnPropertyDescriptor(G, key);
+    const ctor = d && d.value;
+    if (typeof ctor === 'function' && ctor.prototype && (ctor === Node || ctor === EventTarget
+        || Node.prototype.isPrototypeOf(ctor.prototype) || ctor === Range || ctor === Selection)) {
+      wrapAll(ctor.prototype, ctor.prototype.constructor.name || key, guards, false);  // Image -> HTMLImageElement
+    }
+  }
+  const windowAllowed = new Set(CONFIG.allowedJs), windowWrapped = [];
+  for (const key of getOwnPropertyNames(G)) {
+    const d = getOwnPropertyDescriptor(G, key);
+    if (!d || typeof d.value !== 'function' || !d.configurable || windowAllowed.has(key)) continue;
+    if (key[0] >= 'A' && key[0] <= 'Z') continue;  // interface objects: instanceof must keep working
+    // Left configurable until __brushrl_start: p5 defines window properties of its own (print).
+    defineProperty(G, key, { value: gate.wrap(d.value, guardCheck('window.' + key)), writable: true,
+                             enumerable: d.enumerable, configurable: true });
+    apply(arrayPush, windowWrapped, [key]);
+  }
+  // Navigation of any kind (location.href = ..., a form, a link) is refused here, synchronously,
+  // so the refusal is in the report even when the navigation would have raced it.
+  if (navigationObject) {
+    apply(addListener, navigationObject, ['navigate', (e) => {
+      let url = '?';
+      try { url = apply(destinationUrl, apply(navigateUrl, e, []), []); } catch (err) { /* keep ? */ }
+      note('navigation:' + apply(stringSlice, url, [0, 200]));
+      try { apply(preventDefault, e, []); } catch (err) { /* not cancelable: Python sees it too */ }
+      finish();  // the page was to be gone: report now rather than wait for the deadline
+    }]);
+  }
+
+  // -- errors, capture and the report ---------------------------------------------------------------
+  // The canvas captured is the document's only WebGL2 canvas, read with references taken above.
+  const capture = () => {
+    const found = [];
+    const all = apply(docTags, doc, ['canvas']);
+    for (let i = 0, n = apply(collectionLength, all, []); i < n; i++) {
+      const c = apply(collectionItem, all, [i]);
+      if (apply(isConnected, c, []) && apply(getContext, c, ['webgl2'])) apply(arrayPush, found, [c]);
+    }
+    if (found.length !== 1) return { png: null, why: found.length + ' WebGL2 canvases in the document, not 1' };
+    const c = found[0];
+    const own = getOwnPropertyNames(c);
+    if (own.length) note('capture:canvas carries own properties ' + apply(stringSlice, jsonStringify(own), [0, 80]));
+    return { png: apply(toDataURL, c, ['image/png']), width: apply(canvasWidth, c, []), height: apply(canvasHeight, c, []) };
+  };
+  const finish = () => {
+    if (sent) return;
+    sent = true;
+    let shot = null;
+    try { if (!errors.length) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
+    const t = now();
+    report({ phase: 'done', errors: errors.slice(0, 20), png: shot && shot.png, canvas: shot && shot.png ? [shot.width, shot.height] : null,
+             capture: shot && shot.why,
+             frames, calls, forbidden, draw_s: (t - t0) / 1000, sketch_s: (t - tSketch) / 1000 });
+  };
+  apply(addListener, G, ['error', (e) => {
+    let msg = say(e.error || e.message);
+    // A syntax error carries the document's line: map it to the sketch's own (sketchLine0 is the
+    // document line just before the sketch's first). Runtime errors say sketch.js (sourceURL).
+    const inDoc = e.filename === CONFIG.origin + '/' && e.lineno > CONFIG.sketchLine0;
+    const where = inDoc ? 'sketch.js:' + (e.lineno - CONFIG.sketchLine0) + ':' + e.colno
+      : e.filename ? e.filename.split('/').pop() + ':' + e.lineno + ':' + e.colno : '';
+    if (where && !msg.includes(where)) msg = (msg + ' at ' + where).slice(0, 300);
+    apply(arrayPush, errors, [msg]); finish();
+  }]);
+  apply(addListener, G, ['unhandledrejection', (e) => { apply(arrayPush, errors, ['unhandled rejection: ' + say(e.reason)]); finish(); }]);
+
+  // -- after the libraries, before the sketch -------------------------------------------------------
+  const allowedP5 = new Set(CONFIG.allowedP5);
+  const p5Check = (key, name) => {
+    if (key === 'pixelDensity') {  // pixelDensity() reads it, pixelDensity(1) is the harness's own
+      const guard = guardCheck(name);
+      return (args, self, w) => (args.length === 0 || (args.length === 1 && args[0] === 1) ? args : guard(args, self, w));
+    }
+    return allowedP5.has(key) ? entryCheck(name) : guardCheck(name);
+  };
+  const brushCheck = (key, name) => {
+    const check = entryCheck(name);
+    return (args, self, w) => { calls[key] = (calls[key] || 0) + 1; return check(args, self, w); };
+  };
+  let p5Ref = null, registerAddon = null;
+  // Runs in the presetup hook: p5's constructor has decorated its classes (p5.Vector.prototype.add)
+  // and bound p5.prototype's functions onto window; no sketch code has run since. p5.prototype's
+  // functions become entries (the allowlist) or guards, window's copies are rebound to those, and
+  // p5's classes' methods are locked: the library calls them on the sketch's values.
+  const wrapP5 = (inst) => {
+    const proto = p5Ref.prototype;
+    wrapAll(proto, 'p5', p5Check, true);
+    for (const key of getOwnPropertyNames(proto)) {
+      if (key[0] === '_' || key === 'constructor') continue;
+      const w = getOwnPropertyDescriptor(G, key), d = getOwnPropertyDescriptor(proto, key);
+      if (w && 'value' in w && typeof w.value === 'function' && d && d.get) {
+        const f = apply(d.get, proto, []);  // the entry or guard lockMethod keeps
+        if (typeof f === 'function') {
+          defineProperty(G, key, { value: apply(bind, f, [inst]), writable: true, enumerable: true, configurable: true });
+        }
+      }
+    }
+    for (const cls of P5_CLASSES) {
+      TRUSTED.add(cls);
+      for (const k of getOwnPropertyNames(cls)) {
+        const d = getOwnPropertyDescriptor(cls, k);
+        if (d.configurable && typeof d.value === 'function' && k !== 'constructor') lockMethod(cls, k, d.value, 'p5 class');
+      }
+    }
+  };
+  defineProperty(G, '__brushrl_start', { configurable: true, value: () => {
+    delete G.__brushrl_start;
+    p5Ref = G.p5;
+    const b = G.brush;
+    if (typeof p5Ref === 'function') {
+      registerAddon = p5Ref.registerAddon;
+      // p5.registerAddon, ...; the classes (p5.Vector, p5.Color, ...) keep their identity for
+      // instanceof (their methods are locked once p5 has decorated them, in wrapP5).
+      wrapAll(p5Ref, 'p5', (key, name) => (key[0] >= 'A' && key[0] <= 'Z' ? null : guardCheck(name)), false);
+      for (const key of getOwnPropertyNames(p5Ref)) {
+        const cls = getOwnPropertyDescriptor(p5Ref, key).value;
+        if (typeof cls === 'function' && cls.prototype && key[0] >= 'A' && key[0] <= 'Z') {
+          P5_PROTOS.add(cls.prototype);
+          apply(arrayPush, P5_CLASSES, [cls.prototype]);
+        }
+      }
+      const own = new Set(getOwnPropertyNames(p5Ref.prototype));
+      for (const key of windowWrapped) if (!own.has(key)) lock(G, key, getOwnPropertyDescriptor(G, key));
+    }
+    if (b && typeof b === 'object') {
+      // Classes (Plot, Polygon, Position) stay as they are; p5.brush calls its internals directly,
+      // so `calls` counts the sketch's brush.* calls only.
+      wrapAll(b, 'brush', (key, name) => (key[0] >= 'A' && key[0] <= 'Z' ? null : brushCheck(key, name)), false);
+      freeze(b);
+    }
+    // The language's own objects: the sketch may not replace what the libraries call through
+    // (Array.prototype.map = text.bind(...)), nor add to them (Object.prototype.then = ...).
+    for (const o of [Object.prototype, Function.prototype, Array.prototype, String.prototype, Number.prototype,
+                     Boolean.prototype, Symbol.prototype, Promise.prototype, Map.prototype, Set.prototype,
+                     WeakMap.prototype, WeakSet.prototype, Error.prototype, RegExp.prototype, Date.prototype,
+                     getPrototypeOf(Int8Array.prototype), getPrototypeOf([][Symbol.iterator]()),
+                     getPrototypeOf(getPrototypeOf([][Symbol.iterator]())), Math, JSON, Reflect, Object, Array, Promise]) {
+      TRUSTED.add(o);
+      for (const key of [...getOwnPropertyNames(o), ...getOwnPropertySymbols(o)]) {
+        const d = getOwnPropertyDescriptor(o, key);
+        if (d && d.configurable && typeof d.value === 'function') {
+          if (o === Object.prototype) {  // every object inherits these: `obj.toString = f` must work
+            lockMethod(o, key, d.value, 'Object.prototype');
+          } else {
+            lock(o, key, d);
+          }
+        }
+      }
+      if (o !== Object && o !== Array && o !== Promise) preventExtensions(o);
+    }
+    tSketch = now();
+    report({ phase: 'sketch' });
+  } });
+
+  // -- on load: the sketch has run its top level; p5 starts right after this listener ---------------
+  // The harness's own start-up calls into p5 through gate.vetted, so they count as vetted calls.
+  let armed = false;
+  apply(addListener, G, ['load', (e) => {
+    if (armed || !isTrusted(e)) return;
+    armed = true;
+    for (const name of CONFIG.entryPoints) {
+      const d = getOwnPropertyDescriptor(G, name);
+      if (d && (d.get || d.set)) { note('entry:' + name + ' is an accessor'); continue; }
+      const user = d && d.value;
+      if (typeof user !== 'function') continue;
+      // p5 calls window[name](); a trampoline here is harness code, so whatever the entry point is
+      // (even a bound native) its calls are the sketch's. Pinned: the sketch cannot swap it later.
+      const entry = name === 'setup'
+        ? async function setup() {
+            t0 = now();
+            if (instance) gate.vetted(instance.pixelDensity, instance, [1]);
+            return await apply(user, this, arguments);
+          }
+        : function entry() { return apply(user, this, arguments); };
+      try { defineProperty(G, name, { value: entry, writable: false }); } catch (err) { note('entry:' + name); }
+    }
+    if (registerAddon) {
+      // Registered after p5.brush's addon, so these hooks run after brush has flushed its layers
+      // (p5.brush composites at postsetup / postdraw).
+      gate.vetted(registerAddon, p5Ref, [(p5, fn, lifecycles) => {
+        lifecycles.presetup = function () { instance = this; wrapP5(this); };
+        lifecycles.postsetup = function () { if (typeof G.draw !== 'function') finish(); };
+        lifecycles.postdraw = function () {
+          if (gate.vetted(this.isLooping, this, [])) gate.vetted(this.noLoop, this, []);
+          frames += 1; finish();
+        };
+      }]);
+      // Nothing else may hook p5's life cycle (p5 itself still adds `remove` hooks later).
+      const hooks = p5Ref.lifecycleHooks;
+      for (const k of ['presetup', 'postsetup', 'predraw', 'postdraw']) if (hooks && hooks[k]) freeze(hooks[k]);
+    }
+  }, { capture: true }]);
+})();
