@@ -27,11 +27,12 @@ RAY_CPUS ?= 4
 # `ray job stop`); read when a job is submitted, with the venv's Python.
 RUNTIME_ENV = $(shell $(VENV)/bin/python -c 'import json; from brushrl.ray_setup import job_runtime_env; print(json.dumps(job_runtime_env("$(CURDIR)")))')
 
-.PHONY: help setup chromium demo submit test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean
+.PHONY: help setup chromium demo submit submit-eval test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
 	@echo "make submit submit the training job to a running Ray head (make ray-start; CONFIG=, ARGS=)"
+	@echo "make submit-eval  submit brushrl eval of the run (base vs its newest checkpoint; EVAL_ARGS=)"
 	@echo "make ray-start / ray-stop  start / stop a local Ray head (ray-start first stops any Ray on this machine)"
 	@echo "make ray-head  start a head without stopping other Ray clusters first (RAY_HEAD_ARGS= for ports)"
 	@echo "make test   run the test suite"
@@ -94,9 +95,19 @@ submit:
 	ray job submit --address $(RAY_DASHBOARD) --runtime-env-json '$(RUNTIME_ENV)' \
 	  -- python rayjobs/train.py --config $(CONFIG) --output-dir $(CURDIR)/runs $(ARGS)
 
-# Ends with the run's summary (brushrl summary): the job's log scrolls above it.
+# Submit `brushrl eval` of the run in runs/$(RUN_NAME) (rayjobs/eval.py): its base policy vs its newest
+# checkpoint on the held-out and training prompts, on the same head and runtime env as the training job.
+# EVAL_ARGS size it (rayjobs/eval.py --help); .ci/run makes the demo's eval small.
+EVAL_ARGS ?=
+submit-eval:
+	ray job submit --address $(RAY_DASHBOARD) --runtime-env-json '$(RUNTIME_ENV)' \
+	  -- python rayjobs/eval.py $(CURDIR)/runs/$(RUN_NAME) --checkpoint latest $(EVAL_ARGS)
+
+# Trains, then evaluates base vs final checkpoint (submit-eval), and ends with the run's summary
+# (brushrl summary, with the eval's headline): the jobs' logs scroll above it.
 demo: setup
-	@t0=$$(date +%s); $(MAKE) --no-print-directory ray-stop ray-head && $(MAKE) --no-print-directory submit; \
+	@t0=$$(date +%s); $(MAKE) --no-print-directory ray-stop ray-head && $(MAKE) --no-print-directory submit \
+	  && $(MAKE) --no-print-directory submit-eval; \
 	  status=$$?; $(MAKE) --no-print-directory ray-stop; echo; \
 	  brushrl summary runs/$(RUN_NAME) --wall-s $$(( $$(date +%s) - t0 )) || status=1; \
 	  exit $$status

@@ -262,9 +262,11 @@ class PoolScorerConfig(_Section):
     path: str = "pools/starter"
     """Reference pool folder (manifest.jsonl + PNGs)."""
     refs_per_tier: int = Field(2, ge=1)
-    """References drawn per tier per group; every member of a group faces the same ones."""
+    """For a prompt whose subject has no pool image: references drawn per tier per group (every
+    member of a group faces the same ones). Otherwise the subject's pool images are the references."""
     tiers: dict[str, float] = Field(default_factory=lambda: {"love": 1.0, "good": 0.8})
-    """Tiers used and their value: beating an equal-quality ``love`` reference is worth more."""
+    """Tiers references come from, and how much a reference of each counts in the mean over a
+    painting's references (``brushrl.reward.pool_scorer``)."""
     copy_min_corr: float = Field(0.9, ge=0)
     """A painting whose 32x32 grey thumbnail correlates at least this much with any pool image's is a
     copy and scores 0 (> 1 disables). Honest corpus variants: <= 0.76; copies: >= 0.91 (rotated up to
@@ -647,6 +649,26 @@ class PoolBuildConfig(_Section):
     critic: EndpointConfig | None = None
     """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
 
+class EvalConfig(_Section):
+    """``brushrl eval``: a fixed prompt set scored on the run's own reward stack (docs/reward.md)."""
+
+    subjects: list[str] = Field(
+        default_factory=lambda: ["a red poppy", "a purple anemone", "a red rose", "a pink lotus",
+                                 "a red tulip", "an orange marigold"]
+    )
+    """Held-out subjects: none may be in ``prompts.subjects``. The default: six subjects of the
+    starter pool that the CPU default does not train on, so the pool scorer has references of
+    each (the tiny policy's SFT corpus paints all of them)."""
+    include_training: bool = True
+    """Also score the training subjects (``prompts.subjects``), reported apart."""
+    samples_per_prompt: int = Field(4, ge=1)
+    """Completions per prompt and policy."""
+    seed: int = 0
+    """Fixes every prompt's render seed and generation seed (the same for every policy scored)."""
+    bootstrap: int = Field(2000, ge=100)
+    """Bootstrap resamples behind each 95% interval."""
+
+
 class OrchestratorConfig(_Section):
     """How producers and the learner overlap (docs/async.md)."""
 
@@ -797,6 +819,8 @@ class BrushRLConfig(_Section):
     """Cluster shape, actor placement and stage-latency estimates (``brushrl config check``, ``brushrl plan``)."""
     pool_build: PoolBuildConfig = Field(default_factory=PoolBuildConfig)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    """What ``brushrl eval`` scores a policy on."""
 
     @model_validator(mode="before")
     @classmethod
@@ -833,6 +857,9 @@ class BrushRLConfig(_Section):
         _learner_fits(self.learner, self.resources)
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
+        trained = sorted(set(self.eval.subjects) & set(self.prompts.subjects))
+        if trained:
+            raise ValueError(f"eval.subjects: {trained} also in prompts.subjects (held-out subjects must not be trained on)")
         if self.policy.model == "tiny" and self.render.canvas_size != CORPUS_CANVAS_SIZE:
             raise ValueError(
                 f"render.canvas_size {self.render.canvas_size}: the tiny policy is warm-started on brushrl's "

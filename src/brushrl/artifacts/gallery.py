@@ -249,11 +249,13 @@ def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, 
     refresh = f'<meta http-equiv="refresh" content="{max(int(refresh_s), 1)}">' if running else ""
     nav = "".join(f'<a href="#step-{s}">{s}</a>' for s in sorted(by_step, reverse=True)[:50])
     version = f"?v={latest}"  # a new URL per step, so a reload never shows a cached chart
+    eval_link = ('<p><a href="eval.html">evaluation: base vs checkpoints on held-out prompts</a></p>'
+                 if (root / "eval.html").exists() else "")
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'>{refresh}"
         f"<link rel='icon' href='data:,'><title>brushrl · {html.escape(name)}</title>"
         f"<style>{_CSS}</style></head><body data-latest-step='{latest}' data-state='{state}'>"
-        f"<h1>brushrl run: {html.escape(name)}</h1>"
+        f"<h1>brushrl run: {html.escape(name)}</h1>{eval_link}"
         f'<div class="status" id="status">{state} · step {latest}{of} · updated '
         f'{time.strftime("%Y-%m-%d %H:%M:%S")}{" · reloads every " + str(max(int(refresh_s), 1)) + " s" if running else ""}</div>'
         f'<div class="charts"><img src="reward_curve.svg{version}" alt="reward curves per component">'

@@ -1,8 +1,8 @@
 """The short summary that ends a run: ``brushrl summary RUN_DIR``, the trainer's last lines, ``make demo``'s end.
 
 Read only from the run directory's own files (``status.json``, ``metrics.jsonl``,
-``rollouts.parquet``), so the same summary can be printed by the job that wrote them and later by
-anyone holding the folder.
+``rollouts.parquet``, and ``eval/eval.json`` once ``brushrl eval`` scored the run), so the same
+summary can be printed by the job that wrote them and later by anyone holding the folder.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from brushrl.artifacts.eval_report import headline_lines, load_report
 from brushrl.stats import quantile
 
 #: Steps averaged at each end of the run for the reward trend (the seeds' reproduction reported
@@ -43,9 +44,12 @@ class RunSummary:
     gate: Counter = field(default_factory=Counter)
     none_causes: Counter = field(default_factory=Counter)
     groups: Counter = field(default_factory=Counter)
+    eval_lines: list[str] = field(default_factory=list)
+    """``brushrl eval``'s headline (``brushrl.artifacts.eval_report.headline_lines``) when the run
+    directory holds ``eval/eval.json``."""
 
     def lines(self, wall_s: float | None = None, shown_root: str | None = None) -> list[str]:
-        """The summary as at most 12 short lines.
+        """The summary as at most 14 short lines.
 
         Args:
             wall_s: wall seconds of the whole command to report (``make demo`` passes its own),
@@ -78,6 +82,7 @@ class RunSummary:
             out.append(f"None rewards (infrastructure, excluded): {nones}" + (f" ({causes})" if causes else ""))
         if any(self.groups.values()):
             out.append("groups: " + ", ".join(f"{k} {self.groups[k]}" for k in GROUP_OUTCOMES if self.groups[k]))
+        out.extend(self.eval_lines)
         out.append(f"gallery: {self.root / 'gallery.html'}")
         out.append(f"open it: brushrl serve {shlex.quote(where)}   (then http://127.0.0.1:8765/gallery.html)")
         if self.state != "failed" and self.last_step:
@@ -124,6 +129,9 @@ def summarize(root: str | Path, rows: list[dict] | None = None, metrics: list[di
             summary.step_rewards.append(float(m["reward/mean"]))
         for outcome in GROUP_OUTCOMES:
             summary.groups[outcome] += int(m.get(f"groups/{outcome}") or 0)
+    report = load_report(root)
+    if report is not None:
+        summary.eval_lines = [*headline_lines(report), f"eval page: {root / 'eval.html'}"]
     for row in rows:
         summary.gate[row["gate_verdict"]] += 1
         if _is_none(row.get("total")):

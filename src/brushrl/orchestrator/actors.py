@@ -45,9 +45,10 @@ class Pipeline:
         """The critic actor of multi-turn revision (None for ``rollout.turns: 1``)."""
         return self.reward.critic
 
-    def start(self, cfg: BrushRLConfig, system_prompt: str, log_dir: str | None = None) -> None:
+    def start(self, cfg: BrushRLConfig, system_prompt: str, log_dir: str | None = None, learner: bool = True) -> None:
         """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started) without waiting
-        for the judge servers (:meth:`wait_ready`); ``log_dir`` gets the judge servers' logs. If a
+        for the judge servers (:meth:`wait_ready`); ``log_dir`` gets the judge servers' logs; without
+        the learner when ``learner`` is False (``brushrl eval`` only samples and scores). If a
         start fails (or the run is stopped meanwhile), the actors started so far are stopped and the
         exception goes on."""
         from brushrl.learner import make_learner_actor
@@ -56,7 +57,8 @@ class Pipeline:
 
         try:
             self.render_pool = RenderPool(cfg.render, cfg.resources.renderer)
-            self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
+            if learner:
+                self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             self.rollout = make_rollout_actor(cfg, system_prompt)
             critic_template = cfg.prompts.template if cfg.rollout.turns > 1 else None
             self.reward = start_reward_actors(cfg.reward, cfg.resources, log_dir, critic_template,

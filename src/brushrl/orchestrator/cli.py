@@ -1,4 +1,4 @@
-"""``brushrl train`` and ``brushrl scale``."""
+"""``brushrl train``, ``brushrl eval`` and ``brushrl scale``."""
 
 from __future__ import annotations
 
@@ -76,6 +76,51 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by ``brushrl eval`` and ``rayjobs/eval.py``."""
+    p.add_argument("run_dir", help="the run directory to evaluate (<run.output_dir>/<run.name>); its config.yaml is used")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="CKPT",
+                   help="a checkpoint to score: latest, a step (20), a folder name (step_0020) or a path; repeatable")
+    p.add_argument("--no-base", action="store_true", help="do not score the base policy (the warm start, LoRA B = 0)")
+    p.add_argument("--samples", type=int, help="override eval.samples_per_prompt")
+    p.add_argument("--held-out", type=int, metavar="K", help="score only the first K of eval.subjects")
+    p.add_argument("--training", type=int, metavar="K", help="score only the first K training subjects (0: none)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any field of the run's config by dotted path, YAML value (repeatable)")
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Score the base and/or checkpoints of a run (``brushrl.orchestrator.evaluate``); 2 for a bad
+    run directory, config or checkpoint."""
+    import logging
+
+    import yaml
+
+    from brushrl.orchestrator.evaluate import Evaluator, eval_config, eval_prompts, resolve_policies
+
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"--set {item!r}: expected KEY=VALUE")
+            return 2
+        overrides[key] = yaml.safe_load(value)
+    if args.samples is not None:
+        overrides["eval.samples_per_prompt"] = args.samples
+    try:
+        cfg = eval_config(args.run_dir, overrides)
+        policies = resolve_policies(args.run_dir, args.checkpoint, base=not args.no_base)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        print(exc)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
+    prompts = eval_prompts(cfg, held_out=args.held_out, training=args.training)
+    print(f"[eval] {args.run_dir}: {', '.join(p.name for p in policies)} on {len(prompts)} prompts x "
+          f"{cfg.eval.samples_per_prompt} samples (eval.seed {cfg.eval.seed})", flush=True)
+    Evaluator(cfg, args.run_dir, prompts).run(policies)
+    return 0
+
+
 def run_scale(args: argparse.Namespace) -> int:
     """Ask a running trainer for a new number of renderers; 2 for a bad run directory or count."""
     from brushrl.orchestrator.control import ControlError, write_control
@@ -99,6 +144,17 @@ def register(sub) -> None:
     )
     add_train_arguments(p)
     p.set_defaults(func=run_train)
+
+    e = sub.add_parser(
+        "eval",
+        help="score a run's base policy and checkpoints on fixed held-out prompts (side-by-side table)",
+        description="Sample eval.samples_per_prompt completions for each held-out subject (eval.subjects) and "
+        "each training subject, with fixed render and sampler seeds, from the base policy and each checkpoint; "
+        "gate, render and score them on the run's own actors and reward; print a side-by-side table with 95% "
+        "bootstrap intervals and write RUN_DIR/eval/eval.json and RUN_DIR/eval.html.",
+    )
+    add_eval_arguments(e)
+    e.set_defaults(func=run_eval)
 
     s = sub.add_parser(
         "scale",

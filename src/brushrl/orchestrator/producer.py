@@ -74,11 +74,14 @@ class GroupCounts:
 @dataclass(frozen=True)
 class Ticket:
     """What a producer needs to make one group: its id, prompt and render seed (drawn in order
-    from the orchestrator's random generator, so a resumed run continues the same sequence)."""
+    from the orchestrator's random generator, so a resumed run continues the same sequence), and
+    optionally the sampler's seed (``brushrl eval`` fixes it; training continues the engine's
+    random stream, None)."""
 
     group_id: int
     prompt: str
     seed: int
+    gen_seed: int | None = None
 
 
 class GroupProducer:
@@ -137,7 +140,7 @@ class GroupProducer:
         if turns > 1 and self.critic is None:
             raise ValueError("rollout.turns > 1 needs a critic actor (brushrl.reward.actor.CriticActor)")
         t0 = time.perf_counter()
-        (members,) = await self.rollout.generate.remote([ticket.prompt], cfg.rollout.group_size)
+        (members,) = await self.rollout.generate.remote([ticket.prompt], cfg.rollout.group_size, ticket.gen_seed)
         counts.gen_s = time.perf_counter() - t0
         samples = await self._turn(ticket, members, step, counts)
         group = Group(ticket.group_id, ticket.prompt, ticket.seed, samples)

@@ -26,14 +26,17 @@ class PoolScorerActor:
         self.pool = ReferencePool(cfg.path)
         self.scorer = PoolSimilarityScorer(self.pool.entries, cfg.tiers, cfg.copy_min_corr)
 
-    def score_many(self, pngs: list[bytes], ref_ids: list[str]) -> list[float | None]:
+    def score_many(self, pngs: list[bytes], ref_ids: list[str]) -> list[tuple[float, dict[str, float]] | None]:
         """See ``PoolSimilarityScorer.score_many``."""
         return self.scorer.score_many(pngs, ref_ids)
 
     def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
-        """``GroupScorer``: references ``refs_per_tier`` per tier drawn with the group seed."""
-        refs = [e.id for e in self.pool.sample(list(self.cfg.tiers), self.cfg.refs_per_tier, seed)]
-        return [ScoreOut(v) if v is not None else ScoreOut(None, cause="bad_image")
+        """``GroupScorer``: against the pool images of the prompt's subject
+        (``PoolSimilarityScorer.subject_references``), else ``refs_per_tier`` per tier drawn with the
+        group seed; raw = the score's terms (palette, shape, composition, coverage, layering, copy)."""
+        refs = self.scorer.subject_references(prompt) or [
+            e.id for e in self.pool.sample(list(self.cfg.tiers), self.cfg.refs_per_tier, seed)]
+        return [ScoreOut(v[0], v[1]) if v is not None else ScoreOut(None, cause="bad_image")
                 for v in self.score_many(list(pngs), refs)]
 
 

@@ -1,0 +1,77 @@
+"""``eval.html``: ``brushrl eval``'s table and its paintings side by side, one row per prompt and one
+column per policy (the same prompt, render seed and sampler seed in every column).
+
+Like ``gallery.html`` it has no scripts and escapes every string from the policy (sketch code is
+untrusted text and is never executed here); ``gallery.html`` links to it.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from brushrl.artifacts.eval_report import SPLIT_LABELS, SPLITS, table_lines
+from brushrl.artifacts.run_dir import atomic_write
+
+#: The page's file name in the run directory.
+EVAL_PAGE = "eval.html"
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;background:#faf7f2;color:#222}
+h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+pre.t{background:#fff;border:1px solid #ddd;padding:8px;font-size:12px;overflow:auto}
+table.side{border-collapse:collapse}
+table.side td,table.side th{border:1px solid #ddd;padding:6px;vertical-align:top;background:#fff}
+.cell{display:flex;flex-wrap:wrap;gap:6px}
+.card{width:150px;font-size:11px}
+.card img,.noimg{width:150px;height:150px;object-fit:contain;background:#eee;display:block}
+.noimg{display:flex;align-items:center;justify-content:center;color:#a33}
+.fail{color:#a33}.pass{color:#264}
+pre.code{white-space:pre-wrap;max-height:200px;overflow:auto;background:#f4f4f4;font-size:9px}
+"""
+
+
+def _card(row: dict) -> str:
+    total = row.get("total")
+    none = total is None or total != total
+    score = f"None ({html.escape(str(row.get('none_cause')))})" if none else f"{float(total):.3f}"
+    verdict = str(row.get("gate_verdict") or "")
+    png = row.get("png")
+    img = (f'<img src="{html.escape(str(png))}" alt="painting" loading="lazy">' if png
+           else f'<div class="noimg">{html.escape(verdict)}</div>')
+    cls = "pass" if verdict == "pass" else "fail"
+    code = html.escape(str(row.get("code") or row.get("completion") or ""))
+    return (f'<div class="card">{img}<b>{score}</b> <span class="{cls}">{html.escape(verdict)}</span>'
+            f"<details><summary>code</summary><pre class='code'>{code}</pre></details></div>")
+
+
+def write_eval_page(root: str | Path, report: dict, rows: list[dict]) -> Path:
+    """Write ``<root>/eval.html`` atomically from the report (``eval.json``) and the sample rows
+    (PNG paths relative to ``root``); returns its path."""
+    root = Path(root)
+    policies = report["policies"]
+    sections = []
+    for split in SPLITS:
+        prompts = [p for p in report["prompts"] if p["split"] == split]
+        if not prompts:
+            continue
+        head = "".join(f"<th>{html.escape(p)}</th>" for p in policies)
+        body = []
+        for p in prompts:
+            cells = []
+            for policy in policies:
+                mine = sorted((r for r in rows if r["policy"] == policy and r["prompt_index"] == p["index"]),
+                              key=lambda r: r["sample"])
+                cells.append(f'<td><div class="cell">{"".join(_card(r) for r in mine)}</div></td>')
+            body.append(f"<tr><th>{html.escape(p['subject'])}<br><small>render seed {p['render_seed']}</small></th>"
+                        f"{''.join(cells)}</tr>")
+        sections.append(f"<h2>{SPLIT_LABELS[split]} prompts</h2><table class='side'><tr><th>prompt</th>{head}</tr>"
+                        f"{''.join(body)}</table>")
+    table = html.escape("\n".join(table_lines(report)))
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
+            f"<title>brushrl eval · {html.escape(root.name)}</title><style>{_CSS}</style></head><body>"
+            f"<h1>brushrl eval: {html.escape(root.name)}</h1><p><a href='gallery.html'>training gallery</a> · "
+            f"{report['samples_per_prompt']} samples a prompt, fixed render and sampler seeds, 95% bootstrap "
+            f"intervals</p><pre class='t'>{table}</pre>{''.join(sections)}</body></html>")
+    atomic_write(root / EVAL_PAGE, page)
+    return root / EVAL_PAGE

@@ -1,0 +1,196 @@
+"""``eval/eval.json``: what ``brushrl eval`` measured, its side-by-side table and the summary's headline.
+
+Per policy and split (``held_out``, ``training``), over the completions with a reward (None:
+infrastructure, excluded and counted by cause):
+
+* ``reward``: mean total reward (a gate failure counts 0), with a 95% interval;
+* ``gate_pass``: share of completions that pass the gate, with a 95% interval, and the failures
+  by reason code;
+* ``components``: each reward component's mean over the completions that passed the gate (the
+  judge's is its win-rate against the reference pool, both orders), with 95% intervals;
+* per policy after the first, ``vs_<first>``: the difference of its mean reward and gate pass
+  rate from the first policy's (the base), with a 95% interval, and ``improved``: the interval of
+  the reward difference lies above 0.
+
+Intervals are stratified bootstrap percentile intervals (``brushrl.stats.bootstrap_means``,
+``eval.bootstrap`` resamples, each prompt resampled within itself, seeded by ``eval.seed``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from brushrl.stats import bootstrap_means, percentile_interval
+
+#: Folder of a run directory that ``brushrl eval`` writes into, and its report file.
+EVAL_DIR = "eval"
+EVAL_JSON = "eval.json"
+#: The prompt splits, in report order: subjects never trained on, then the training subjects.
+SPLITS = ("held_out", "training")
+#: How each split is named in tables.
+SPLIT_LABELS = {"held_out": "held-out", "training": "training"}
+
+
+def _is_none(value) -> bool:
+    return value is None or value != value  # None in memory, NaN after a parquet round trip
+
+
+def _estimate(values: list[float], strata: list, n_boot: int, seed: int) -> dict:
+    """``{"mean", "lo", "hi", "n"}`` of ``values`` (means None for no values)."""
+    if not values:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    lo, hi = percentile_interval(bootstrap_means(values, strata, n_boot, seed))
+    return {"mean": sum(values) / len(values), "lo": lo, "hi": hi, "n": len(values)}
+
+
+def _difference(a: tuple[list[float], list], b: tuple[list[float], list], n_boot: int, seed: int) -> dict:
+    """Mean of ``b`` minus mean of ``a`` with a 95% interval (independent stratified resamples)."""
+    if not a[0] or not b[0]:
+        return {"diff": None, "lo": None, "hi": None}
+    boot = bootstrap_means(*b, n_boot, seed + 1) - bootstrap_means(*a, n_boot, seed)
+    lo, hi = percentile_interval(boot)
+    return {"diff": sum(b[0]) / len(b[0]) - sum(a[0]) / len(a[0]), "lo": lo, "hi": hi}
+
+
+def _split_stats(rows: list[dict], components: list[str], n_boot: int, seed: int) -> dict:
+    valid = [r for r in rows if not _is_none(r["total"])]
+    strata = [r["prompt"] for r in valid]
+    passed = [r for r in valid if r["gate_verdict"] == "pass"]
+    comps = {}
+    for name in components:
+        vals = [(float(r[f"reward_{name}"]), r["prompt"]) for r in passed if not _is_none(r.get(f"reward_{name}"))]
+        comps[name] = _estimate([v for v, _ in vals], [p for _, p in vals], n_boot, seed)
+    return {
+        "completions": len(rows),
+        "prompts": len({r["prompt"] for r in rows}),
+        "none": dict(Counter(r.get("none_cause") or "unknown" for r in rows if _is_none(r["total"]))),
+        "reward": _estimate([float(r["total"]) for r in valid], strata, n_boot, seed),
+        "gate_pass": _estimate([float(r["gate_verdict"] == "pass") for r in valid], strata, n_boot, seed),
+        "gate_failures": dict(Counter(r["gate_verdict"] for r in valid if r["gate_verdict"] != "pass").most_common()),
+        "components": comps,
+    }
+
+
+def build_report(rows: list[dict], policies: list[str], cfg, prompts, wall_s: float | None = None) -> dict:
+    """The ``eval.json`` record (module docstring) of ``brushrl eval``'s sample rows.
+
+    Args:
+        rows: one per completion: ``policy``, ``split``, ``prompt``, ``gate_verdict``, ``total``,
+            ``none_cause``, ``reward_<component>``, ``png``.
+        policies: policy names in table order (the first is the reference of the differences).
+        cfg: the evaluation's config (``eval``, ``reward.weights``, ``rollout``).
+        prompts: the :class:`~brushrl.orchestrator.evaluate.EvalPrompt` set.
+        wall_s: wall seconds of the evaluation, recorded.
+    """
+    n_boot, seed = cfg.eval.bootstrap, cfg.eval.seed
+    components = [c for c in cfg.reward.weights if c != "gate" and cfg.reward.weights[c]]
+    report = {
+        "policies": policies,
+        "splits": {s: [p.subject for p in prompts if p.split == s] for s in SPLITS},
+        "prompts": [{"index": p.index, "split": p.split, "subject": p.subject, "render_seed": p.render_seed,
+                     "gen_seed": p.gen_seed} for p in prompts],
+        "samples_per_prompt": cfg.eval.samples_per_prompt,
+        "eval": cfg.eval.model_dump(mode="json"),
+        "reward_weights": dict(cfg.reward.weights),
+        "sampling": {"temperature": cfg.rollout.temperature, "top_p": cfg.rollout.top_p, "top_k": cfg.rollout.top_k,
+                     "max_new_tokens": cfg.rollout.max_new_tokens},
+        "wall_s": wall_s,
+        "results": {},
+    }
+    for policy in policies:
+        mine = [r for r in rows if r["policy"] == policy]
+        report["results"][policy] = {s: _split_stats([r for r in mine if r["split"] == s], components, n_boot, seed)
+                                     for s in SPLITS if any(r["split"] == s for r in mine)}
+    base = policies[0]
+    for policy in policies[1:]:
+        vs = {}
+        for split in report["results"][policy]:
+            def series(name: str, key: str) -> tuple[list[float], list]:
+                valid = [r for r in rows if r["policy"] == name and r["split"] == split and not _is_none(r["total"])]
+                vals = [float(r["total"]) if key == "reward" else float(r["gate_verdict"] == "pass") for r in valid]
+                return vals, [r["prompt"] for r in valid]
+
+            reward = _difference(series(base, "reward"), series(policy, "reward"), n_boot, seed)
+            gate = _difference(series(base, "gate"), series(policy, "gate"), n_boot, seed)
+            vs[split] = {"reward": reward, "gate_pass": gate,
+                         "improved": reward["lo"] is not None and reward["lo"] > 0}
+        report["results"][policy][f"vs_{base}"] = vs
+    return report
+
+
+def _ci(e: dict, pct: bool = False) -> str:
+    if e.get("mean") is None:
+        return "-"
+    if pct:
+        return f"{e['mean']:.0%} [{e['lo']:.0%}, {e['hi']:.0%}]"
+    return f"{e['mean']:.3f} [{e['lo']:.3f}, {e['hi']:.3f}]"
+
+
+def _diff(e: dict, pct: bool = False) -> str:
+    if e.get("diff") is None:
+        return "-"
+    if pct:
+        return f"{e['diff'] * 100:+.0f} pts [{e['lo'] * 100:+.0f}, {e['hi'] * 100:+.0f}]"
+    return f"{e['diff']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]"
+
+
+def table_lines(report: dict) -> list[str]:
+    """The side-by-side table: per split, reward, gate pass and each component for every policy,
+    and each later policy's difference from the first (95% intervals in brackets)."""
+    policies, base = report["policies"], report["policies"][0]
+    diffs = [f"{p} - {base}" for p in policies[1:]]
+    head = ["split", "metric", *policies, *diffs]
+    body = []
+    for split in SPLITS:
+        res = {p: report["results"][p].get(split) for p in policies}
+        if not any(res.values()):
+            continue
+        first = next(r for r in res.values() if r)
+        label = f"{SPLIT_LABELS[split]} ({first['prompts']}x{report['samples_per_prompt']})"
+        vs = [report["results"][p][f"vs_{base}"].get(split, {}) for p in policies[1:]]
+        body.append([label, "reward", *(_ci(res[p]["reward"]) if res[p] else "-" for p in policies),
+                     *(_diff(v.get("reward", {})) for v in vs)])
+        body.append(["", "gate pass", *(_ci(res[p]["gate_pass"], True) if res[p] else "-" for p in policies),
+                     *(_diff(v.get("gate_pass", {}), True) for v in vs)])
+        for name in first["components"]:
+            shown = "judge win-rate" if name == "judge" else name
+            body.append(["", f"{shown} (passes)", *(_ci(res[p]["components"][name]) if res[p] else "-" for p in policies),
+                         *([""] * len(diffs))])
+        fails = ["; ".join(f"{k} {v}" for k, v in res[p]["gate_failures"].items()) or "none" if res[p] else "-"
+                 for p in policies]
+        body.append(["", "gate failures", *fails, *([""] * len(diffs))])
+        nones = [", ".join(f"{k} {v}" for k, v in res[p]["none"].items()) or "0" if res[p] else "-" for p in policies]
+        if any(n not in ("0", "-") for n in nones):
+            body.append(["", "None (excluded)", *nones, *([""] * len(diffs))])
+    widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
+    fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    return [fmt(head), *(fmt(row) for row in body)]
+
+
+def headline_lines(report: dict) -> list[str]:
+    """At most two lines for the run summary: per split, the first and last policy's mean reward
+    (95% intervals), the difference and whether it clears its interval, and the gate pass rates."""
+    policies = report["policies"]
+    first, last = policies[0], policies[-1]
+    out = []
+    for split in SPLITS:
+        a, b = report["results"][first].get(split), report["results"][last].get(split)
+        if not a or not b:
+            continue
+        line = (f"eval {SPLIT_LABELS[split]} ({a['prompts']}x{report['samples_per_prompt']}): reward {first} "
+                f"{_ci(a['reward'])}, {last} {_ci(b['reward'])}")
+        if last != first:
+            vs = report["results"][last][f"vs_{first}"][split]
+            verdict = "above its 95% CI" if vs["improved"] else "within its 95% CI"
+            line += f", {_diff(vs['reward'])} ({verdict})"
+        gate = f"{a['gate_pass']['mean']:.0%}" + (f" -> {b['gate_pass']['mean']:.0%}" if last != first else "")
+        out.append(f"{line}; gate pass {gate}")
+    return out
+
+
+def load_report(run_root: str | Path) -> dict | None:
+    """``<run_root>/eval/eval.json``, or None when the run was not evaluated."""
+    path = Path(run_root) / EVAL_DIR / EVAL_JSON
+    return json.loads(path.read_text()) if path.is_file() else None

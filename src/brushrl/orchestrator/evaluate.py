@@ -1,0 +1,238 @@
+"""``brushrl eval``: score policies (the base and run checkpoints) on a fixed prompt set, with the
+run's own reward stack.
+
+Everything a sample goes through is what training uses: the run's resolved ``config.yaml``, its
+warm start (the SFT cache entry the run trained from), the same actors (renderer actors behind
+:class:`~brushrl.render.pool.RenderPool`, the rollout engine, the scorer actors; no learner) and the
+same group pipeline (:meth:`GroupProducer.produce <brushrl.orchestrator.producer.GroupProducer.produce>`:
+generate -> static gate -> ``RenderPool.render`` -> runtime gate -> scorers -> ``combine``). So an
+evaluation scales out the way training does, and its reward is the training reward.
+
+The prompt set (:func:`eval_prompts`) is ``eval.subjects`` (held out: never trained on) and, with
+``eval.include_training``, the run's ``prompts.subjects``, reported apart. Each prompt has a fixed
+render seed and a fixed sampler seed, derived from ``eval.seed`` and the subject, and every policy
+faces the same ones: the same policy and seed give the same numbers; two policies differ only by
+their weights. ``eval.samples_per_prompt`` completions per prompt (one group).
+
+Writes, under the run directory: ``eval/eval.json`` (:mod:`brushrl.artifacts.eval_report`),
+``eval/samples.parquet`` (one row per completion, the ``rollouts.parquet`` columns plus
+``policy``, ``split``, ``subject``), ``eval/png/<policy>/p<prompt>_s<sample>.png`` and the page
+``eval.html`` (:mod:`brushrl.artifacts.eval_page`), which ``gallery.html`` links to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from brushrl.artifacts.eval_page import write_eval_page
+from brushrl.artifacts.eval_report import EVAL_DIR, EVAL_JSON, SPLITS, build_report, table_lines
+from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, atomic_write, sample_row
+from brushrl.config import BrushRLConfig, load_config
+from brushrl.prompts import user_prompt
+
+
+@dataclass(frozen=True)
+class EvalPrompt:
+    """One prompt of the evaluation set.
+
+    Attributes:
+        index: position in the set (held-out prompts first); names the PNGs (``p<index>``).
+        split: ``held_out`` or ``training`` (:data:`~brushrl.artifacts.eval_report.SPLITS`).
+        subject: the subject; prompt: the user prompt (``prompts.template`` filled in).
+        render_seed: the render seed of every completion of this prompt (uint31).
+        gen_seed: the sampler seed of this prompt's group (uint31).
+    """
+
+    index: int
+    split: str
+    subject: str
+    prompt: str
+    render_seed: int
+    gen_seed: int
+
+
+def eval_prompts(cfg: BrushRLConfig, held_out: int | None = None, training: int | None = None) -> list[EvalPrompt]:
+    """The fixed prompt set of ``cfg``: the first ``held_out`` of ``eval.subjects`` (None: all),
+    then (``eval.include_training``) the first ``training`` of ``prompts.subjects``.
+
+    Seeds come from ``random.Random(f"{eval.seed}:{subject}")`` (string seeds hash with SHA-512: the
+    same across processes), so a subject keeps its seeds whatever else is in the set.
+    """
+    chosen = [("held_out", s) for s in cfg.eval.subjects[:held_out]]
+    if cfg.eval.include_training:
+        chosen += [("training", s) for s in cfg.prompts.subjects[:training]]
+    out = []
+    for i, (split, subject) in enumerate(chosen):
+        rng = random.Random(f"{cfg.eval.seed}:{subject}")
+        out.append(EvalPrompt(i, split, subject, user_prompt(subject, cfg.prompts.template),
+                              rng.randrange(2**31), rng.randrange(2**31)))
+    return out
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy to score: ``name`` (``base`` or the checkpoint folder's name, e.g. ``step_0020``),
+    ``adapter`` (the checkpoint folder with the LoRA adapter; None: the base, LoRA B = 0) and the
+    policy ``version`` recorded in its samples."""
+
+    name: str
+    adapter: str | None = None
+    version: int = 0
+
+
+def resolve_policies(run_root: str | Path, checkpoints: list[str], base: bool = True) -> list[PolicySpec]:
+    """The policies ``brushrl eval`` scores, the base first (the side-by-side reference).
+
+    Args:
+        run_root: the run directory.
+        checkpoints: each ``latest`` (the newest complete checkpoint), a step (``20``), a folder name
+            (``step_0020``) or a checkpoint folder path.
+        base: score the base policy too.
+
+    Raises:
+        FileNotFoundError: a checkpoint that does not exist or is incomplete (no ``trainer_state.json``).
+        ValueError: nothing to score.
+    """
+    run = RunDir(run_root, resume=True)
+    out = [PolicySpec("base")] if base else []
+    for ref in checkpoints:
+        if ref == "latest":
+            path = run.latest_checkpoint()
+            if path is None:
+                raise FileNotFoundError(f"{run.root}: no complete checkpoint in checkpoints/")
+        elif ref.isdigit():
+            path = run.checkpoint_dir(int(ref))
+        elif Path(ref).is_dir():
+            path = Path(ref).resolve()
+        else:
+            path = run.root / "checkpoints" / ref
+        if not (path / TRAINER_STATE).is_file():
+            raise FileNotFoundError(f"checkpoint {ref!r}: {path} is not a complete checkpoint")
+        version = int(json.loads((path / TRAINER_STATE).read_text())["policy_version"])
+        if path.name not in {p.name for p in out}:
+            out.append(PolicySpec(path.name, str(path), version))
+    if not out:
+        raise ValueError("nothing to evaluate: give --checkpoint or keep the base")
+    return out
+
+
+class Evaluator:
+    """Scores :class:`PolicySpec` s on :func:`eval_prompts` with the run's actors (module docstring).
+
+    Args:
+        cfg: the run's config (``RUN_DIR/config.yaml``), overrides applied.
+        run_root: the run directory; results go to ``<run_root>/eval/`` and ``eval.html``.
+        prompts: the prompt set (:func:`eval_prompts`).
+        log: where progress lines go (stdout by default).
+    """
+
+    def __init__(self, cfg: BrushRLConfig, run_root: str | Path, prompts: list[EvalPrompt], log=None):
+        n = cfg.eval.samples_per_prompt
+        # One group per prompt: G is the sample count (group_size >= 2 is a training constraint).
+        self.cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"group_size": n})})
+        self.root = Path(run_root).resolve()
+        self.out = self.root / EVAL_DIR
+        self.prompts = prompts
+        self.log = log or sys.stdout
+
+    def run(self, policies: list[PolicySpec]) -> dict:
+        """Score every policy (in order; the base, if any, must come first, before an adapter is
+        loaded), write the files (module docstring) and return the report (``eval.json``)."""
+        import ray
+
+        from brushrl.orchestrator.actors import Pipeline
+        from brushrl.orchestrator.producer import GroupProducer
+        from brushrl.policy import warm_start_policy
+        from brushrl.prompts import resolve_system_prompt
+        from brushrl.ray_setup import init_ray
+
+        if any(p.adapter is None for p in policies[1:]):
+            raise ValueError("the base policy must be scored first (before an adapter is loaded)")
+        cfg = self.cfg
+        init_ray(cfg.ray)
+        system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
+        cfg = warm_start_policy(cfg, system_prompt)
+        shutil.rmtree(self.out, ignore_errors=True)  # a new evaluation replaces the last one
+        (self.out / "png").mkdir(parents=True)
+        pipe, rows = Pipeline(), []
+        t0 = time.perf_counter()
+        try:
+            pipe.start(cfg, system_prompt, str(self.out / "logs"), learner=False)
+            pipe.wait_ready(cfg, self._say)  # the judge servers brushrl serves, as in training
+            producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(0))
+            for policy in policies:
+                if policy.adapter is not None:
+                    ray.get(pipe.rollout.load_adapter.remote(policy.adapter, policy.version))
+                t1 = time.perf_counter()
+                rows += asyncio.run(self._score_policy(producer, policy))
+                self._say(f"[eval] {policy.name}: {len(self.prompts)} prompts x {cfg.rollout.group_size} "
+                          f"samples in {time.perf_counter() - t1:.0f} s")
+        finally:
+            pipe.stop()
+        report = build_report(rows, [p.name for p in policies], self.cfg, self.prompts,
+                              wall_s=time.perf_counter() - t0)
+        pd.DataFrame(rows).to_parquet(self.out / "samples.parquet", index=False)
+        atomic_write(self.out / EVAL_JSON, json.dumps(report, indent=1, default=float) + "\n")
+        write_eval_page(self.root, report, rows)
+        self._relink_gallery()
+        self._say("\n".join(table_lines(report)))
+        return report
+
+    async def _score_policy(self, producer, policy: PolicySpec) -> list[dict]:
+        """One group per prompt, all in flight at once (the rollout actor generates them in turn
+        while the renderers work on earlier ones); returns their rows."""
+        from brushrl.orchestrator.producer import Ticket
+
+        tickets = [Ticket(p.index, p.prompt, p.render_seed, p.gen_seed) for p in self.prompts]
+        groups = await asyncio.gather(*(producer.produce(t, step=0) for t in tickets))
+        folder = self.out / "png" / policy.name
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for prompt, (group, _counts) in zip(self.prompts, groups):
+            for i, sample in enumerate(group.samples):
+                if sample.render is not None and sample.render.png:
+                    path = folder / f"p{prompt.index:02d}_s{i}.png"
+                    path.write_bytes(sample.render.png)
+                    sample.png_path = str(path.relative_to(self.root))
+                row = sample_row(sample, i, "eval")
+                row.update(policy=policy.name, split=prompt.split, subject=prompt.subject, prompt_index=prompt.index)
+                rows.append(row)
+        return rows
+
+    def _relink_gallery(self) -> None:
+        """Rewrite ``gallery.html`` so that it links to ``eval.html`` (a run without rows is left alone)."""
+        from brushrl.artifacts.gallery import write_gallery
+
+        run = RunDir(self.root, resume=True)
+        parquet = self.root / "rollouts.parquet"
+        if not parquet.exists():
+            return
+        frame = pd.read_parquet(parquet)
+        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        status = json.loads((self.root / "status.json").read_text()) if (self.root / "status.json").exists() else {}
+        write_gallery(self.root, rows, run.metrics(), self.root.name, total_steps=status.get("steps"),
+                      running=status.get("state") == "running")
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.log, flush=True)
+
+
+def eval_config(run_root: str | Path, overrides: dict | None = None) -> BrushRLConfig:
+    """The run's resolved config (``RUN_DIR/config.yaml``) with dotted-path ``overrides``.
+
+    Raises:
+        brushrl.config.ConfigError: no readable, valid ``config.yaml`` there.
+    """
+    return load_config(Path(run_root) / "config.yaml", overrides)
+
+
+__all__ = ["SPLITS", "EvalPrompt", "Evaluator", "PolicySpec", "eval_config", "eval_prompts", "resolve_policies"]

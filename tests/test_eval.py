@@ -1,0 +1,141 @@
+"""``brushrl eval``: the fixed prompt set, the report (bootstrap intervals, table, headline), and a real
+evaluation of a run's base policy and checkpoint (tiny transformer, Chromium, local Ray) that gives
+the same numbers twice."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import ray
+
+from brushrl.artifacts.eval_report import build_report, headline_lines, table_lines
+from brushrl.artifacts.summary import summarize
+from brushrl.cli import main as cli_main
+from brushrl.config import ConfigError, load_config
+from brushrl.orchestrator.evaluate import EvalPrompt, Evaluator, eval_config, eval_prompts, resolve_policies
+from brushrl.stats import bootstrap_means, percentile_interval
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_prompt_set_is_fixed_and_reports_held_out_apart():
+    cfg = load_config(ROOT / "configs/local.yaml")
+    prompts = eval_prompts(cfg)
+    assert [p.split for p in prompts] == ["held_out"] * len(cfg.eval.subjects) + ["training"] * len(cfg.prompts.subjects)
+    assert not {p.subject for p in prompts if p.split == "held_out"} & set(cfg.prompts.subjects)
+    assert prompts == eval_prompts(cfg)  # fixed
+    assert len({p.render_seed for p in prompts}) == len(prompts)
+    # A subject keeps its seeds whatever else is in the set; another eval.seed changes them.
+    few = eval_prompts(cfg, held_out=1, training=1)
+    assert [p.subject for p in few] == [cfg.eval.subjects[0], cfg.prompts.subjects[0]]
+    assert few[1].render_seed == prompts[len(cfg.eval.subjects)].render_seed
+    other = eval_prompts(load_config(ROOT / "configs/local.yaml", {"eval.seed": 1}))
+    assert other[0].render_seed != prompts[0].render_seed
+
+
+def test_config_refuses_a_held_out_subject_that_is_trained_on():
+    with pytest.raises(ConfigError, match="eval.subjects"):
+        load_config(ROOT / "configs/local.yaml", {"eval.subjects": ["a coral poppy"]})
+
+
+def test_stratified_bootstrap_is_seeded_and_keeps_strata():
+    values, strata = [0.0, 0.0, 1.0, 1.0], ["a", "a", "b", "b"]
+    boot = bootstrap_means(values, strata, 500, seed=3)
+    assert (boot == 0.5).all()  # each prompt resampled within itself: the mix never changes
+    mixed = bootstrap_means([0.0, 1.0, 0.0, 1.0], strata, 500, seed=3)
+    assert (mixed == bootstrap_means([0.0, 1.0, 0.0, 1.0], strata, 500, seed=3)).all()
+    lo, hi = percentile_interval(mixed)
+    assert 0.0 <= lo < 0.5 < hi <= 1.0
+
+
+def _rows(policy: str, pass_every: int, value: float) -> list[dict]:
+    rows = []
+    for p in range(4):
+        for i in range(6):
+            passed = i % pass_every == 0
+            rows.append({"policy": policy, "split": "held_out" if p < 2 else "training", "prompt": f"prompt {p}",
+                         "prompt_index": p, "sample": i, "gate_verdict": "pass" if passed else "syntax_error",
+                         "total": value if passed else 0.0, "none_cause": None,
+                         "reward_length": 0.4 if passed else 0.0, "reward_pool_similarity": value if passed else 0.0,
+                         "png": None, "code": "x"})
+    return rows
+
+
+def test_report_gives_the_side_by_side_table_and_the_headline():
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
+    prompts = [EvalPrompt(p, "held_out" if p < 2 else "training", f"s{p}", f"prompt {p}", p, p) for p in range(4)]
+    rows = _rows("base", 3, 0.4) + _rows("step_0020", 1, 0.6)
+    report = build_report(rows, ["base", "step_0020"], cfg, prompts)
+    assert report == build_report(rows, ["base", "step_0020"], cfg, prompts)  # deterministic
+    held = report["results"]["step_0020"]["vs_base"]["held_out"]
+    assert held["improved"] and held["reward"]["diff"] == pytest.approx(0.6 - 0.4 * 2 / 6)
+    base = report["results"]["base"]["held_out"]
+    assert base["gate_pass"]["mean"] == pytest.approx(2 / 6) and base["gate_failures"] == {"syntax_error": 8}
+    assert base["components"]["pool_similarity"]["mean"] == pytest.approx(0.4)  # among passes
+    table = "\n".join(table_lines(report))
+    assert "step_0020 - base" in table and "held-out (2x6)" in table and "gate failures" in table
+    (line, _) = headline_lines(report)
+    assert "above its 95% CI" in line and "gate pass 33% -> 100%" in line
+    json.dumps(report)  # eval.json is plain JSON
+
+
+def test_summary_ends_with_the_eval_headline(tmp_path):
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
+    prompts = [EvalPrompt(p, "held_out" if p < 2 else "training", f"s{p}", f"prompt {p}", p, p) for p in range(4)]
+    run = tmp_path / "local"
+    (run / "eval").mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({"state": "finished", "steps": 2, "last_step": 2}))
+    report = build_report(_rows("base", 3, 0.4) + _rows("step_0002", 2, 0.5), ["base", "step_0002"], cfg, prompts)
+    (run / "eval" / "eval.json").write_text(json.dumps(report))
+    lines = summarize(run).lines(wall_s=900)
+    assert lines[0].startswith("run 'local': finished, 2/2 steps")
+    assert any(line.startswith("eval held-out (2x6): reward base") for line in lines)
+    assert any(line.startswith("eval page: ") for line in lines) and len("\n".join(lines)) < 2000
+
+
+@pytest.fixture
+def fresh_ray():
+    if ray.is_initialized():
+        ray.shutdown()
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_numbers(tmp_path, fresh_ray):
+    from test_train import small_overrides
+
+    from brushrl.orchestrator.trainer import Trainer
+
+    cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp_path, steps=1))
+    Trainer(cfg, log=io.StringIO()).run()
+    run = tmp_path / "runs" / "e2e"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["eval", str(run), "--checkpoint", "latest", "--samples", "2", "--held-out", "1",
+                         "--training", "1"]) == 0
+    report = json.loads((run / "eval" / "eval.json").read_text())
+    assert report["policies"] == ["base", "step_0001"] and report["samples_per_prompt"] == 2
+    assert set(report["results"]["base"]) == {"held_out", "training"}
+    assert "vs_base" in report["results"]["step_0001"]
+    assert "step_0001 - base" in printed.getvalue()  # the side-by-side table
+    rows = pd.read_parquet(run / "eval" / "samples.parquet")
+    assert len(rows) == 2 * 2 * 2 and set(rows.policy) == {"base", "step_0001"}
+    assert all((run / p).exists() for p in rows.png.dropna())
+    page = (run / "eval.html").read_text()
+    assert "<th>base</th><th>step_0001</th>" in page and "held-out prompts" in page
+    assert 'href="eval.html"' in (run / "gallery.html").read_text()
+    assert any(line.startswith("eval held-out (1x2)") for line in summarize(run).lines())
+
+    # The same seed gives the same numbers: a second evaluation in a new set of actors.
+    again = eval_config(run, {"eval.samples_per_prompt": 2})
+    prompts = eval_prompts(again, held_out=1, training=1)
+    second = Evaluator(again, run, prompts, log=io.StringIO()).run(resolve_policies(run, ["latest"]))
+    assert second["results"] == report["results"]
+    assert pd.read_parquet(run / "eval" / "samples.parquet")[["policy", "completion", "total"]].equals(
+        rows[["policy", "completion", "total"]])
