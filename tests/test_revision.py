@@ -274,3 +274,18 @@ def test_engine_revises_each_member_in_its_own_conversation(tiny_policy):
                                 _sample(revised[0].prompt_ids, revised[0].completion_ids, revised[0].logprobs, turn=2)])
     assert TrainSample.from_trajectory(trajectory).n_policy_tokens == len(first[0].completion_ids) + len(
         revised[0].completion_ids)
+
+
+def test_a_revision_turn_never_outgrows_the_model_positions(tiny_policy):
+    from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
+    from brushrl.conversation import next_context
+    from brushrl.prompts import SYSTEM_PROMPT
+    from brushrl.rollout.transformers_engine import TransformersEngine
+
+    engine = TransformersEngine(PolicyConfig(model=str(tiny_policy)), RolloutConfig(max_new_tokens=40), SYSTEM_PROMPT,
+                                LoraConfig(r=4, alpha=8))
+    (first,) = engine.generate(["Paint a coral poppy in loose watercolour."], 1, seed=0)
+    context = next_context(engine.tokenizer, SYSTEM_PROMPT, first[0], "Paint more.")
+    engine.model.config.max_position_embeddings = len(context) + 5
+    (revised,) = engine.revise([(first[0], Critique("Paint more."))], seed=1)
+    assert len(revised.prompt_ids) == len(context) and len(revised.completion_ids) <= 5

@@ -197,3 +197,71 @@ def test_the_cpu_critic_names_what_each_damage_broke(parts):
     assert "off the canvas" in texts["push_off_canvas"]
     assert "far from the palette of a peach hibiscus" in texts["swap_palette"] and "#f8c4a4" in texts["swap_palette"]
     assert "off the canvas" not in texts["original"] and "far from the palette" not in texts["original"]
+
+
+def test_eval_with_turns_writes_every_turn_and_reports_them_side_by_side(parts, tmp_path):
+    """``brushrl eval --turns 2``'s sampling path on the pipeline's parts: one row and PNG per turn,
+    and the turn report sees the repaired second turns."""
+    import io
+
+    from brushrl.artifacts.eval_report import turn_report, turn_table_lines
+    from brushrl.orchestrator.evaluate import Evaluator, PolicySpec, eval_prompts
+
+    cfg, pool, scorer = parts
+    producer, _ = _producer(cfg, pool, scorer, ["syntax", "good"])
+    prompts = eval_prompts(cfg, held_out=1, training=1)
+    evaluator = Evaluator(cfg, tmp_path, prompts, log=io.StringIO(), turns=2)
+    rows = asyncio.run(evaluator._score_policy(producer, PolicySpec("base")))
+    for r in rows:
+        r["policy"] = "base"
+    syntax = [r for r in rows if r["sample"] % 2 == 0]  # members 0 and 2 replay the syntax error
+    assert sorted((r["prompt_index"], r["sample"], r["turn"]) for r in syntax) == [
+        (p, m, t) for p in (0, 1) for m in (0, 2) for t in (1, 2)]
+    assert all(set(TURN_COLUMNS) <= set(r) for r in rows)
+    assert all((tmp_path / r["png"]).exists() and r["png"].endswith(f"_t{r['turn']}.png") for r in rows if r["png"])
+    from brushrl.artifacts.eval_page import write_eval_page
+    from brushrl.artifacts.eval_report import build_report
+
+    report = build_report([r for r in rows if r["turn"] == 1], ["base"], evaluator.cfg, prompts)
+    report["turns"] = turn_report(rows, ["base"], evaluator.cfg, 2)
+    page = write_eval_page(tmp_path, report, rows).read_text()
+    assert "t2 <b>" in page and "turn 2 - turn 1" in page
+    held = report["turns"]["results"]["base"]["held_out"]
+    assert held["by_turn"][1]["gate_pass"]["mean"] == 0.5 and held["by_turn"][2]["gate_pass"]["mean"] == 1.0
+    assert held["vs_turn1"][2]["gate_pass"]["diff"] == 0.5
+    assert "turn 2 - turn 1" in "\n".join(turn_table_lines(report))
+
+
+# ------------------------------------------------------------------------ SFT revision examples
+def test_revision_examples_are_damaged_corpus_sketches_critiqued_and_repaired(parts, tmp_path):
+    """The warm start's revision examples: each damage once over two corpus sketches, put through
+    the real static gate, Chromium render, runtime gate, pool scorer and the CPU critic; the answer
+    is the original sketch, and only it carries labels, tokenised as a revision turn is."""
+    from brushrl.config import load_config
+    from brushrl.corpus.build import build_corpus
+    from brushrl.policy.revision import RevisionExamples
+    from brushrl.policy.sft import IGNORE, encode_revision_examples, tokenizer_texts
+    from brushrl.policy.tokenizer import train_tokenizer
+    from brushrl.prompts import SYSTEM_PROMPT
+
+    cfg = load_config(ROOT / "configs/local.yaml", {"policy.sft.revision_examples": 4})
+    items = build_corpus(1)[:2]
+    builder = RevisionExamples(cfg, items)
+    plan = builder.plan()
+    assert [name for _, name, _ in plan] == list(DAMAGES) and plan == builder.plan()  # every damage, fixed
+    examples = builder.build(str(tmp_path / "renders"))
+    by_damage = {e.damage: e for e in examples}
+    assert set(by_damage) == set(DAMAGES)
+    assert re.search(r"syntax_error|truncated", by_damage["break_syntax"].critique)
+    for e, (item, _, code) in zip(examples, plan):
+        assert e.repaired_reply == as_reply(item.code) and e.damaged_reply == as_reply(code) and e.critique
+    assert "off the canvas" in by_damage["push_off_canvas"].critique
+
+    texts = tokenizer_texts([(i.subject, i.code) for i in items], SYSTEM_PROMPT, cfg.prompts.template, examples)
+    tok = train_tokenizer(texts, 1024)
+    encoded = encode_revision_examples(tok, examples, SYSTEM_PROMPT, cfg.prompts.template)
+    for e, x in zip(examples, encoded):
+        answer = [t for t, lab in zip(x.input_ids, x.labels) if lab != IGNORE]
+        assert tok.decode(answer, skip_special_tokens=True) == e.repaired_reply
+        context = tok.decode(x.input_ids[: len(x.input_ids) - len(answer)])
+        assert e.critique in context and "Here is a critique" in context

@@ -192,8 +192,10 @@ class GroupProducer:
             if not revising:
                 break
             t0 = time.perf_counter()
+            # A fixed sampler seed (brushrl eval) fixes every turn: turn k samples with seed + k - 1.
+            seed = None if ticket.gen_seed is None else (ticket.gen_seed + turn - 1) % 2**31
             completions = await self.rollout.revise.remote([(t.turns[-1].completion, t.turns[-1].critique)
-                                                            for t in revising])
+                                                            for t in revising], seed)
             counts.gen_s += time.perf_counter() - t0
             for t, s in zip(revising, await self._turn(ticket, completions, step, counts)):
                 s.turn, s.member = turn, t.member

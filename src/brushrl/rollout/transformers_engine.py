@@ -109,14 +109,14 @@ class TransformersEngine:
         )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _generation_config(self, n: int) -> GenerationConfig:
+    def _generation_config(self, n: int, max_new_tokens: int | None = None) -> GenerationConfig:
         cfg = self.rollout_cfg
         return GenerationConfig(
             do_sample=True,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
             top_k=cfg.top_k,
-            max_new_tokens=cfg.max_new_tokens,
+            max_new_tokens=max_new_tokens or cfg.max_new_tokens,
             num_return_sequences=n,
             eos_token_id=sorted(self.stop_ids),
             pad_token_id=self.tokenizer.pad_token_id,
@@ -143,13 +143,20 @@ class TransformersEngine:
         """``n`` samples per context in one ``generate`` call (contexts left-padded to a common
         length; pad positions are masked). Returns per sample, context-major, ``(token ids, raw
         log-probs)`` of the whole generated length T (stop token and padding included), and the
-        call's wall seconds."""
+        call's wall seconds. At most ``rollout.max_new_tokens`` new tokens, fewer where the context
+        would otherwise outgrow the model's ``max_position_embeddings`` (a long revision turn: its
+        reply is then cut, ``truncated``)."""
         width = max(len(c) for c in contexts)
+        max_new = self.rollout_cfg.max_new_tokens
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit:
+            max_new = max(1, min(max_new, limit - width))
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=self.device)
         mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=self.device)
         t0 = time.perf_counter()
-        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=self._generation_config(n))
+        out = self.model.generate(input_ids=ids, attention_mask=mask,
+                                  generation_config=self._generation_config(n, max_new))
         gen_s = time.perf_counter() - t0
         tokens = out.sequences[:, width:]  # [len(contexts) * n, T]
         # Raw (unprocessed) logits of each step, [rows, V] each -> log-prob of the sampled token, [rows, T].
