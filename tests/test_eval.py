@@ -161,3 +161,54 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
     assert second["results"] == report["results"]
     assert pd.read_parquet(run / "eval" / "samples.parquet")[["policy", "completion", "total"]].equals(
         rows[["policy", "completion", "total"]])
+
+
+# ------------------------------------------------------------------------- brushrl eval --turns
+def _turn_rows(policy: str, fix: bool) -> list[dict]:
+    """Two-turn trajectories on 4 prompts x 4 members: turn 1 passes the gate for members 0-1
+    (reward 0.4), fails for 2-3 (0.0); with ``fix`` turn 2 repairs every failure (0.5) and member 0
+    says done after turn 1 (keeps its 0.4); member 3 of prompt 0 loses its critic (None)."""
+    rows = []
+    for p in range(4):
+        for m in range(4):
+            tid = f"{p}-{m}"
+            done = fix and m == 0
+            broken = p == 0 and m == 3
+            stop = "none" if broken else "done" if done else "turns"
+            base = {"policy": policy, "split": "held_out" if p < 2 else "training", "prompt": f"prompt {p}",
+                    "prompt_index": p, "sample": m, "trajectory_id": tid, "trajectory_stop": stop,
+                    "trajectory_none_cause": "critic:timeout" if broken else None, "none_cause": None, "code": "x"}
+            ok1 = m < 2
+            rows.append(dict(base, turn=1, gate_verdict="pass" if ok1 else "syntax_error", total=0.4 if ok1 else 0.0))
+            if not (done or broken):
+                ok2 = ok1 or fix
+                rows.append(dict(base, turn=2, gate_verdict="pass" if ok2 else "syntax_error",
+                                 total=(0.5 if fix else 0.4) if ok2 else 0.0))
+    return rows
+
+
+def test_turn_report_puts_turns_side_by_side_with_paired_intervals():
+    from brushrl.artifacts.eval_report import turn_report, turn_table_lines, turn_views
+
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 4})
+    rows = _turn_rows("base", fix=False) + _turn_rows("step_0010", fix=True)
+    views = turn_views(rows, 2)
+    assert len(views[1]) == len(views[2]) == 2 * 16  # every trajectory has a painting at every turn
+    done = next(r for r in views[2] if r["policy"] == "step_0010" and r["trajectory_id"] == "1-0")
+    assert done["turn"] == 1 and done["total"] == 0.4  # stopped at done: its painting stands
+    lost = next(r for r in views[2] if r["policy"] == "base" and r["trajectory_id"] == "0-3")
+    assert lost["total"] is None and lost["none_cause"] == "critic:timeout"  # excluded, never 0
+
+    report = {"policies": ["base", "step_0010"], "turns": turn_report(rows, ["base", "step_0010"], cfg, 2)}
+    assert report["turns"] == turn_report(rows, ["base", "step_0010"], cfg, 2)  # deterministic
+    after = report["turns"]["results"]["step_0010"]["held_out"]
+    assert after["by_turn"][1]["gate_pass"]["mean"] == 0.5  # 0-3's own first turn keeps its reward
+    assert after["by_turn"][2]["gate_pass"]["mean"] == 1.0 and after["by_turn"][2]["none"] == {"critic:timeout": 1}
+    vs = after["vs_turn1"][2]
+    assert vs["improved"] and vs["gate_pass"]["lo"] > 0 and vs["reward"]["n"] == 7
+    before = report["turns"]["results"]["base"]["held_out"]["vs_turn1"][2]
+    assert before["reward"]["diff"] == 0.0 and not before["improved"]
+    assert after["stops"] == {"done": 2, "none": 1, "turns": 5} and after["improved_share"] == pytest.approx(5 / 7)
+    table = "\n".join(turn_table_lines(report))
+    assert "turn 2 - turn 1" in table and "held-out (8 traj.)" in table and "improved" in table
+    json.dumps(report)

@@ -109,6 +109,12 @@ class SFTConfig(_Section):
     cache_dir: str = "~/.cache/brushrl"
     """Where the trained tokenizer and warm-started model are cached, keyed by a hash of everything
     that shapes them (``~`` expands; an absolute path survives ``ray job submit`` working dirs)."""
+    revision_examples: int = Field(0, ge=0)
+    """Revision examples added to the warm start (``brushrl.policy.revision``), so that the policy
+    can use a critique at all (``rollout.turns`` > 1): a corpus sketch is damaged (petals dropped,
+    shapes pushed off the canvas, palette swapped, syntax broken), gated, rendered and scored, the
+    CPU critic writes its critique, and the repaired sketch is trained as the answer to that
+    conversation. 0: none (the warm start is exactly the single-turn one, same cache entry)."""
 
 
 class PolicyConfig(_Section):
@@ -119,6 +125,19 @@ class PolicyConfig(_Section):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     torch_threads: int = Field(1, ge=1)
     """Torch intra-op threads per actor (1 measured fastest for the tiny model: ~1 s vs 12-15 s a step)."""
+
+
+class RevisionConfig(_Section):
+    """Multi-turn revision (``rollout.turns`` > 1): stopping and the trajectory reward."""
+
+    stop_on_done: bool = True
+    """End a trajectory early when the critic says its painting is done (``Critique.done``)."""
+    trajectory_reward: Literal["final", "improvement"] = "final"
+    """``final``: the last turn's reward (RRVF, arXiv 2507.20766). ``improvement``: the last turn's
+    reward plus ``improvement_bonus * max(0, last - first)`` (revisions that improve on the first
+    painting earn more; ReLook, arXiv 2510.11498, accepts only improving revisions)."""
+    improvement_bonus: float = Field(0.5, ge=0)
+    """Weight of the improvement over the first turn (``trajectory_reward: improvement``)."""
 
 
 class RolloutConfig(_Section):
@@ -157,6 +176,12 @@ class RolloutConfig(_Section):
     """0 disables top-k."""
     num_cpus: float = Field(0.5, gt=0)
     """Logical CPUs the rollout actor reserves."""
+    turns: int = Field(1, ge=1, le=8)
+    """K: replies per group member. 1: one reply, one render, one reward (single-turn GRPO). K > 1:
+    each member is a trajectory reply -> gate + render + score -> critique (``reward.critic``) ->
+    revised whole sketch -> ..., up to K replies (``rollout.revision``; brushrl.orchestrator.producer)."""
+    revision: RevisionConfig = Field(default_factory=RevisionConfig)
+    """How trajectories end and are rewarded (read when ``turns`` > 1)."""
 
 
 #: Canvas side, in pixels, of every sketch of brushrl's corpus (``brushrl.corpus``: the tiny
@@ -430,6 +455,44 @@ REWARD_PRESETS: dict[str, dict[str, float]] = {
 REWARD_COMPONENTS = ("gate", "length", "pool_similarity", "hpsv3", "judge")
 
 
+class CriticConfig(_Section):
+    """The critic of multi-turn revision (``brushrl.reward.critic``): what the policy is told about
+    its painting before it revises it (read when ``rollout.turns`` > 1)."""
+
+    kind: Literal["cpu", "judge"] = "cpu"
+    """``cpu``: a critique written from what brushrl measured (gate reason and JS error, paint
+    fraction, where the paint is and where the canvas is empty, shapes off the canvas, palette
+    distance from the subject's references, each reward component). ``judge``: the judge model
+    (``reward.judge``, the same servers) writes a short critique of the painting against one
+    reference of the same subject, in its own request."""
+    timeout_s: float = Field(60.0, gt=0)
+    """A critic call slower than this fails its trajectories (reward None, cause ``critic:timeout``)."""
+    show_reward: bool = False
+    """Tell the policy its reward and each component's value (False: components in words only)."""
+    palette_max_delta_e: float = Field(10.0, gt=0)
+    """CPU critic: a painting whose fill colours lie on average more than this CIELAB Delta E (CIE76)
+    from the nearest colour of the subject's references is told its palette is off. Measured on the
+    corpus against pools/starter: an original sketch is 0.0 from a subject with its own reference
+    (up to 8.5 from the whole pool's colours, for subjects without one); ``swap_palette`` gives
+    9.7-48.6 against the subject's own reference."""
+    coverage_tolerance: float = Field(0.3, gt=0, lt=1)
+    """CPU critic: paint fraction outside ``[1 - t, 1 + t]`` times the subject's references' mean is
+    told it paints too little or too much. Measured on the corpus against pools/starter: an original
+    sketch of a subject with its own reference paints 1.00-1.02 of it, the same sketch with
+    ``drop_petals`` 0.48-0.63 (so 0.5 missed some; 0.3 separates them)."""
+    judge_prompt: str = (
+        "Image A is a watercolour painted by a p5.brush sketch for the prompt: {prompt}\n"
+        "Image B is a good painting of the same subject.\n"
+        "In at most three short sentences, tell the painter of A what to change in the sketch "
+        "(shapes, colours, layout, washes) to make A a better watercolour of the subject. "
+        "Set done to true only if A needs no change."
+    )
+    """Judge critic: the question (``{prompt}`` is the user prompt); the answer is JSON
+    ``{"critique": str, "done": bool}``."""
+    judge_max_tokens: int = Field(200, ge=16)
+    """Judge critic: answer token limit."""
+
+
 class RewardConfig(_Section):
     preset: Literal["cpu", "judge_led", "hps_led", "hps_only"] = "cpu"
     """Weight preset (``REWARD_PRESETS``); used when ``weights`` is not given."""
@@ -441,6 +504,8 @@ class RewardConfig(_Section):
     pool: PoolScorerConfig = Field(default_factory=PoolScorerConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     hpsv3: HPSv3Config = Field(default_factory=HPSv3Config)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    """The critic of multi-turn revision (``rollout.turns`` > 1)."""
     scorer_timeout_s: float = Field(60.0, gt=0)
     """A scorer call slower than this yields None for its samples (infrastructure failure), never 0.
     Must exceed ``render.deadline_s`` and be below ``group_deadline_s``."""
@@ -792,6 +857,10 @@ class BrushRLConfig(_Section):
                 f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "
                 f"({self.reward.scorer_timeout_s}) < reward.group_deadline_s ({self.reward.group_deadline_s})"
             )
+        if self.rollout.turns > 1 and self.reward.critic.kind == "judge" and not (
+                self.reward.judge.base_url or self.reward.judge.serve):
+            raise ValueError("reward.critic.kind: 'judge' needs the judge model's endpoint (reward.judge.base_url) or "
+                             "brushrl serving it (reward.judge.serve)")
         _learner_fits(self.learner, self.resources)
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")

@@ -9,6 +9,7 @@ policies invent method names). It is written for p5.js 2.x with p5.brush 2.x loa
 from __future__ import annotations
 
 import random
+import re
 
 from brushrl.config import DEFAULT_WHITELIST, PromptsConfig
 from brushrl.corpus.sketch import PAINTING_PLACEHOLDER, sketch_source
@@ -103,3 +104,24 @@ def sample_prompts(cfg: PromptsConfig, n: int, rng: random.Random) -> list[str]:
 def chat_messages(system: str, user: str) -> list[dict[str, str]]:
     """A system + user conversation in the OpenAI / Hugging Face chat format."""
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+#: The user turn that shows the policy a critique of its painting and asks for a revision (multi-turn
+#: revision and ``brushrl pool build``'s refinement rounds).
+REVISION_TEMPLATE = (
+    "Here is a critique of the painting your sketch produced:\n\n{critique}\n\n"
+    "Revise the sketch to address it. Reply with the whole revised sketch in one ```js block."
+)
+
+
+def revision_prompt(critique: str) -> str:
+    """The user turn asking for a revision after ``critique`` (``REVISION_TEMPLATE``)."""
+    return REVISION_TEMPLATE.format(critique=critique.strip())
+
+
+def subject_of(prompt: str, template: str) -> str | None:
+    """The subject a user prompt was made from with ``template`` (inverse of :func:`user_prompt`),
+    or None when ``prompt`` does not match it."""
+    head, _, tail = template.partition("{subject}")
+    m = re.fullmatch(re.escape(head) + "(.+?)" + re.escape(tail), prompt, flags=re.S)
+    return m.group(1) if m else None

@@ -140,18 +140,99 @@ class Sample:
     """Scorers' raw numbers, ``<scorer>_<key>`` (e.g. ``hpsv3_mu``, ``judge_resolved``)."""
     component_causes: dict[str, str] = field(default_factory=dict)
     """Scorer name -> why its component is None for this sample (e.g. ``scorer_timeout``)."""
+    turn: int | None = None
+    """1..K: which reply of its multi-turn trajectory this is (``rollout.turns`` > 1); None for a
+    single-turn sample (``rollout.turns: 1``), whose record is exactly the single-turn one."""
+    member: int | None = None
+    """Index of its trajectory in the group (0..G-1) when ``turn`` is set."""
+    critique: Critique | None = None
+    """The critique of this turn's painting that the next turn was shown (None: no next turn)."""
+
+
+@dataclass
+class Critique:
+    """What a critic (``brushrl.reward.critic``) says about one painting, for the policy's next turn.
+
+    Attributes:
+        text: the critique shown to the policy in the next user turn (plain text).
+        done: the critic judges the painting finished; with ``rollout.revision.stop_on_done`` the
+            trajectory ends here.
+        cause: why no critique could be written (infrastructure: ``timeout``, ``error:<Type>``,
+            ``http_503``...); the trajectory's reward is then None, never 0. None when written.
+        seconds: wall seconds the critic spent on this painting's group (shared by the group).
+    """
+
+    text: str = ""
+    done: bool = False
+    cause: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.cause is None
+
+
+@dataclass
+class Trajectory:
+    """One group member of a multi-turn revision (``rollout.turns`` = K): reply -> gate, render,
+    score -> critique -> revised reply ... (RRVF, arXiv 2507.20766; ReLook, arXiv 2510.11498).
+
+    Invariants: ``turns[k].turn == k + 1``; every turn's context extends the previous one token for
+    token (``turns[k].completion.prompt_ids == turns[k-1].completion.prompt_ids +
+    turns[k-1].completion.completion_ids + <critique turn tokens>``); every turn but the last
+    carries the ``critique`` the next one was shown. ``reward`` is None exactly when
+    ``none_cause`` is set (a turn's infrastructure failure or the critic's), never 0 for that.
+
+    Attributes:
+        member: index in the group (0..G-1).
+        turns: the turns' samples, in order (1..K of them: a trajectory may stop early).
+        reward: the trajectory's reward (``brushrl.reward.trajectory.trajectory_reward``).
+        none_cause: why ``reward`` is None (``turn2:render_infra``, ``critic:timeout``, ...).
+        stop: why it ended: ``turns`` (K replies), ``done`` (the critic said done),
+            ``none`` (a turn or the critic failed).
+    """
+
+    member: int
+    turns: list[Sample]
+    reward: float | None = None
+    none_cause: str | None = None
+    stop: str = "turns"
+
+    @property
+    def policy_version(self) -> int:
+        """The oldest turn's policy version: a trajectory is as stale as its oldest turn."""
+        return min(s.completion.policy_version for s in self.turns)
 
 
 @dataclass
 class Group:
-    """G samples of one prompt, all sharing a group id, a render seed and the same references."""
+    """G samples of one prompt, all sharing a group id, a render seed and the same references.
+
+    With ``rollout.turns`` > 1 the G members are :class:`Trajectory` objects (``trajectories``) and
+    ``samples`` holds every turn of every trajectory, trajectory by trajectory in turn order (so
+    ``min`` of their policy versions is the group's oldest turn). Single-turn groups leave
+    ``trajectories`` empty; :attr:`members` then wraps each sample as a one-turn trajectory.
+    """
 
     group_id: int
     prompt: str
     seed: int
     samples: list[Sample]
+    trajectories: list[Trajectory] = field(default_factory=list)
 
     @property
     def valid(self) -> list[Sample]:
         """Samples with a reward (None excluded)."""
         return [s for s in self.samples if s.reward is not None]
+
+    @property
+    def members(self) -> list[Trajectory]:
+        """The G trajectories GRPO compares (one-turn ones for a single-turn group)."""
+        if self.trajectories:
+            return self.trajectories
+        return [Trajectory(i, [s], s.reward, s.none_cause) for i, s in enumerate(self.samples)]
+
+    @property
+    def rewards(self) -> list[float | None]:
+        """The members' rewards, in member order (what the group filter and advantages read)."""
+        return [t.reward for t in self.members]

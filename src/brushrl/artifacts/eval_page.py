@@ -1,5 +1,7 @@
 """``eval.html``: ``brushrl eval``'s table and its paintings side by side, one row per prompt and one
-column per policy (the same prompt, render seed and sampler seed in every column).
+column per policy (the same prompt, render seed and sampler seed in every column). With
+``brushrl eval --turns K`` each sample's turns follow one another (``t1``, ``t2``, ...) and the
+turn table follows the policy table.
 
 Like ``gallery.html`` it has no scripts and escapes every string from the policy (sketch code is
 untrusted text and is never executed here); ``gallery.html`` links to it.
@@ -10,7 +12,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from brushrl.artifacts.eval_report import SPLIT_LABELS, SPLITS, table_lines
+from brushrl.artifacts.eval_report import SPLIT_LABELS, SPLITS, table_lines, turn_table_lines
 from brushrl.artifacts.run_dir import atomic_write
 
 #: The page's file name in the run directory.
@@ -41,7 +43,9 @@ def _card(row: dict) -> str:
            else f'<div class="noimg">{html.escape(verdict)}</div>')
     cls = "pass" if verdict == "pass" else "fail"
     code = html.escape(str(row.get("code") or row.get("completion") or ""))
-    return (f'<div class="card">{img}<b>{score}</b> <span class="{cls}">{html.escape(verdict)}</span>'
+    turn = row.get("turn")
+    label = "" if turn is None or turn != turn else f"t{int(turn)} "
+    return (f'<div class="card">{img}{label}<b>{score}</b> <span class="{cls}">{html.escape(verdict)}</span>'
             f"<details><summary>code</summary><pre class='code'>{code}</pre></details></div>")
 
 
@@ -61,13 +65,14 @@ def write_eval_page(root: str | Path, report: dict, rows: list[dict]) -> Path:
             cells = []
             for policy in policies:
                 mine = sorted((r for r in rows if r["policy"] == policy and r["prompt_index"] == p["index"]),
-                              key=lambda r: r["sample"])
+                              key=lambda r: (r["sample"], r.get("turn") or 0))
                 cells.append(f'<td><div class="cell">{"".join(_card(r) for r in mine)}</div></td>')
             body.append(f"<tr><th>{html.escape(p['subject'])}<br><small>render seed {p['render_seed']}</small></th>"
                         f"{''.join(cells)}</tr>")
         sections.append(f"<h2>{SPLIT_LABELS[split]} prompts</h2><table class='side'><tr><th>prompt</th>{head}</tr>"
                         f"{''.join(body)}</table>")
-    table = html.escape("\n".join(table_lines(report)))
+    lines = table_lines(report) + (["", *turn_table_lines(report)] if "turns" in report else [])
+    table = html.escape("\n".join(lines))
     page = (f"<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
             f"<title>brushrl eval · {html.escape(root.name)}</title><style>{_CSS}</style></head><body>"
             f"<h1>brushrl eval: {html.escape(root.name)}</h1><p><a href='gallery.html'>training gallery</a> · "

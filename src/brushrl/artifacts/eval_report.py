@@ -14,6 +14,10 @@ infrastructure, excluded and counted by cause):
 
 Intervals are stratified bootstrap percentile intervals (``brushrl.stats.bootstrap_means``,
 ``eval.bootstrap`` resamples, each prompt resampled within itself, seeded by ``eval.seed``).
+
+Multi-turn evaluation (``brushrl eval --turns K``) adds ``turns`` (:func:`turn_report`): per policy
+and split, each turn's reward and gate pass (the painting a trajectory holds after k turns) and the
+difference of turn k from turn 1 paired by trajectory, with 95% intervals.
 """
 
 from __future__ import annotations
@@ -188,6 +192,126 @@ def headline_lines(report: dict) -> list[str]:
         gate = f"{a['gate_pass']['mean']:.0%}" + (f" -> {b['gate_pass']['mean']:.0%}" if last != first else "")
         out.append(f"{line}; gate pass {gate}")
     return out
+
+
+def turn_views(rows: list[dict], turns: int) -> dict[int, list[dict]]:
+    """The painting each trajectory holds after k = 1..``turns`` turns, as rows.
+
+    A trajectory that stopped because the critic said done (``trajectory_stop == "done"``) keeps its
+    last painting for the later turns; one whose reward is None (``none``) has, for the turns it did
+    not reach, a row with ``total`` None and ``none_cause`` its trajectory's cause (excluded, never
+    0). Rows without ``turn`` (a single-turn evaluation) are turn 1.
+
+    Args:
+        rows: ``samples.parquet`` rows of ``brushrl eval --turns`` (``trajectory_id``, ``turn``,
+            ``trajectory_stop``, ``trajectory_none_cause``, ``policy``, ...).
+        turns: K.
+
+    Returns:
+        ``{k: rows}``, each row a copy with ``eval_turn`` k, trajectories in the order first seen.
+    """
+    by_traj: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if _is_none(r.get("turn")):
+            by_traj[(r["policy"], r["prompt"], "single", r.get("sample"), id(r))] = [r]
+        else:
+            by_traj.setdefault((r["policy"], r["prompt"], str(r["trajectory_id"])), []).append(r)
+    out: dict[int, list[dict]] = {k: [] for k in range(1, turns + 1)}
+    for traj in by_traj.values():
+        traj = sorted(traj, key=lambda r: 1 if _is_none(r.get("turn")) else int(r["turn"]))
+        for k in range(1, turns + 1):
+            if k <= len(traj):
+                row = dict(traj[k - 1])
+            elif traj[-1].get("trajectory_stop") == "none":
+                row = dict(traj[-1], total=None, none_cause=traj[-1].get("trajectory_none_cause"))
+            else:
+                row = dict(traj[-1])
+            row["eval_turn"] = k
+            row["eval_key"] = id(traj[0])
+            out[k].append(row)
+    return out
+
+
+def _paired(first: list[dict], later: list[dict], value, n_boot: int, seed: int) -> dict:
+    """Mean of ``value(later) - value(first)`` over the trajectories valid at both turns, with a
+    stratified (by prompt) bootstrap 95% interval; ``{"diff", "lo", "hi", "n"}``."""
+    a = {r["eval_key"]: r for r in first if not _is_none(r["total"])}
+    pairs = [(value(r) - value(a[r["eval_key"]]), r["prompt"]) for r in later
+             if not _is_none(r["total"]) and r["eval_key"] in a]
+    if not pairs:
+        return {"diff": None, "lo": None, "hi": None, "n": 0}
+    d = [x for x, _ in pairs]
+    lo, hi = percentile_interval(bootstrap_means(d, [p for _, p in pairs], n_boot, seed))
+    return {"diff": sum(d) / len(d), "lo": lo, "hi": hi, "n": len(d)}
+
+
+def turn_report(rows: list[dict], policies: list[str], cfg, turns: int) -> dict:
+    """``eval.json``'s ``turns``: ``{"turns": K, "results": {policy: {split: {...}}}}`` where each
+    split has ``by_turn`` (``{k: {"reward", "gate_pass"}}`` estimates over :func:`turn_views`),
+    ``vs_turn1`` (``{k: {"reward", "gate_pass", "improved"}}`` for k > 1: paired differences, and
+    whether both intervals lie above 0), ``improved_share`` (trajectories whose turn-K reward beats
+    their turn-1 reward, among those valid at both) and ``stops`` (why trajectories ended)."""
+    n_boot, seed = cfg.eval.bootstrap, cfg.eval.seed
+    views = turn_views(rows, turns)
+    reward = lambda r: float(r["total"])  # noqa: E731
+    passed = lambda r: float(r["gate_verdict"] == "pass")  # noqa: E731
+    out: dict = {"turns": turns, "results": {}}
+    for policy in policies:
+        res = {}
+        for split in SPLITS:
+            mine = {k: [r for r in v if r["policy"] == policy and r["split"] == split] for k, v in views.items()}
+            if not mine[1]:
+                continue
+            by_turn = {}
+            for k, rs in mine.items():
+                valid = [r for r in rs if not _is_none(r["total"])]
+                strata = [r["prompt"] for r in valid]
+                by_turn[k] = {"reward": _estimate([reward(r) for r in valid], strata, n_boot, seed),
+                              "gate_pass": _estimate([passed(r) for r in valid], strata, n_boot, seed),
+                              "none": dict(Counter(r.get("none_cause") or "unknown" for r in rs
+                                                   if _is_none(r["total"])))}
+            vs = {}
+            for k in range(2, turns + 1):
+                dr = _paired(mine[1], mine[k], reward, n_boot, seed)
+                dg = _paired(mine[1], mine[k], passed, n_boot, seed)
+                vs[k] = {"reward": dr, "gate_pass": dg,
+                         "improved": dr["lo"] is not None and dr["lo"] > 0 and dg["lo"] is not None and dg["lo"] > 0}
+            last = _paired(mine[1], mine[turns], reward, n_boot, seed)
+            first = {r["eval_key"]: r for r in mine[1] if not _is_none(r["total"])}
+            better = [reward(r) > reward(first[r["eval_key"]]) for r in mine[turns]
+                      if not _is_none(r["total"]) and r["eval_key"] in first]
+            stops = Counter(str(r.get("trajectory_stop")) for r in mine[1] if not _is_none(r.get("turn")))
+            res[split] = {"by_turn": by_turn, "vs_turn1": vs, "trajectories": len(mine[1]),
+                          "improved_share": sum(better) / len(better) if better else None,
+                          "paired": last["n"], "stops": dict(stops)}
+        out["results"][policy] = res
+    return out
+
+
+def turn_table_lines(report: dict) -> list[str]:
+    """The turns side by side (``report["turns"]``): per split and policy, reward and gate pass of
+    each turn, and turn k minus turn 1 paired by trajectory (95% intervals in brackets)."""
+    turns = report["turns"]["turns"]
+    head = ["split", "policy", "metric", *(f"turn {k}" for k in range(1, turns + 1)),
+            *(f"turn {k} - turn 1" for k in range(2, turns + 1))]
+    body = []
+    for split in SPLITS:
+        for policy in report["policies"]:
+            res = report["turns"]["results"].get(policy, {}).get(split)
+            if not res:
+                continue
+            label = f"{SPLIT_LABELS[split]} ({res['trajectories']} traj.)"
+            body.append([label, policy, "reward", *(_ci(res["by_turn"][k]["reward"]) for k in res["by_turn"]),
+                         *(_diff(res["vs_turn1"][k]["reward"]) for k in res["vs_turn1"])])
+            body.append(["", "", "gate pass", *(_ci(res["by_turn"][k]["gate_pass"], True) for k in res["by_turn"]),
+                         *(_diff(res["vs_turn1"][k]["gate_pass"], True) for k in res["vs_turn1"])])
+            share = res["improved_share"]
+            stops = ", ".join(f"{k} {v}" for k, v in sorted(res["stops"].items()))
+            body.append(["", "", "improved / ended", "-" if share is None else f"{share:.0%} improved",
+                         stops, *([""] * (len(head) - 5))])
+    widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
+    fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    return [fmt(head), *(fmt(row) for row in body)]
 
 
 def load_report(run_root: str | Path) -> dict | None:

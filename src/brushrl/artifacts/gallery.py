@@ -1,5 +1,6 @@
 """``gallery.html``, ``reward_curve.svg`` and ``gate_mix.svg``: the run's paintings by step, its
-reward curves per component and its gate-verdict mix over time.
+reward curves per component and its gate-verdict mix over time. A multi-turn run's trajectories
+are strips: painting, critique, revised painting, ... with the trajectory's reward.
 
 The trainer rewrites all three after every step (atomically), so the page is live while the run
 goes on: until the run finishes the page carries ``<meta http-equiv="refresh">`` and reloads itself,
@@ -30,6 +31,11 @@ table.m td,table.m th{padding:2px 8px;text-align:right}
 .charts{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
 nav a{margin-right:6px}
 .status{color:#555;font-size:13px}
+.strips{display:flex;flex-direction:column;gap:12px}
+.strip{display:flex;gap:8px;align-items:stretch;flex-wrap:wrap}
+.strip .head{width:100%;font-size:12px;color:#444}
+.critique{width:180px;font-size:11px;background:#fffbe8;border:1px solid #e6dcb0;border-radius:6px;padding:6px;overflow:auto;max-height:300px}
+.critique .arrow{font-size:16px;color:#998}
 """
 
 #: Colours of gate verdicts in ``gate_mix.svg``: pass green, None causes grey, reasons from a cycle.
@@ -139,7 +145,7 @@ def gate_mix_svg(rows: list[dict], width: int = 640, height: int = 240) -> str:
     return "".join(parts)
 
 
-def _card(row: dict, root: Path) -> str:
+def _card(row: dict, root: Path, label: str = "") -> str:
     verdict = row.get("gate_verdict", "")
     total = row.get("total")
     total_txt = "None (" + html.escape(str(row.get("none_cause"))) + ")" if total is None else f"{total:.3f}"
@@ -155,10 +161,39 @@ def _card(row: dict, root: Path) -> str:
         img = f'<div class="noimg">{html.escape(outcome(row))}</div>'
     cls = "pass" if verdict == "pass" else "fail"
     return (
-        f'<div class="card">{img}<div>group {row["group_id"]} · v{row["policy_version"]} · '
+        f'<div class="card">{img}<div>{label}group {row["group_id"]} · v{row["policy_version"]} · '
         f'<b>{total_txt}</b></div><div class="{cls}">gate: {html.escape(verdict)}</div>'
         f"<div>{comps}</div><details><summary>code</summary><pre>{html.escape(row.get('code') or row.get('completion') or '')}</pre></details></div>"
     )
+
+
+def _is_set(value) -> bool:
+    """A parquet cell that holds a value (not None, not NaN)."""
+    return value is not None and not (isinstance(value, float) and value != value)
+
+
+def _strip(rows: list[dict], root: Path) -> str:
+    """One multi-turn trajectory as a strip: painting, critique, revised painting, ... (rows of one
+    ``trajectory_id``, any order)."""
+    rows = sorted(rows, key=lambda r: int(r["turn"]))
+    first = rows[0]
+    reward = first.get("trajectory_reward")
+    reward_txt = (f"{reward:.3f}" if _is_set(reward)
+                  else "None (" + html.escape(str(first.get("trajectory_none_cause"))) + ")")
+    parts = [f'<div class="head">trajectory {html.escape(str(first["trajectory_id"]))} · reward <b>{reward_txt}</b>'
+             f' · {int(first.get("trajectory_turns") or len(rows))} turn(s), ended: '
+             f'{html.escape(str(first.get("trajectory_stop")))}</div>']
+    for row in rows:
+        parts.append(_card(row, root, f"turn {int(row['turn'])} · "))
+        critique, cause = row.get("critique"), row.get("critique_cause")
+        if _is_set(cause):
+            parts.append(f'<div class="critique fail"><span class="arrow">&rarr;</span> critic failed: '
+                         f"{html.escape(str(cause))}</div>")
+        elif _is_set(critique):
+            done = " <b>(done)</b>" if row.get("critique_done") is True else ""
+            parts.append(f'<div class="critique"><span class="arrow">&rarr;</span> critique{done}:<br>'
+                         f"{html.escape(str(critique))}</div>")
+    return f'<div class="strip">{"".join(parts)}</div>'
 
 
 def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, *,
@@ -192,14 +227,21 @@ def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, 
     )
     sections = []
     for step in sorted(by_step, reverse=True):
-        cards = "".join(_card(r, root) for r in by_step[step])
+        single = [r for r in by_step[step] if not _is_set(r.get("turn"))]
+        trajectories: dict[str, list[dict]] = defaultdict(list)
+        for r in by_step[step]:
+            if _is_set(r.get("turn")):
+                trajectories[str(r["trajectory_id"])].append(r)
+        cards = "".join(_card(r, root) for r in single)
+        strips = "".join(_strip(rs, root) for rs in trajectories.values())
+        strips = f'<div class="strips">{strips}</div>' if strips else ""
         prompts = sorted({r["prompt"] for r in by_step[step]})
         mix = Counter(outcome(r) for r in by_step[step])
         mix_txt = " · ".join(f"{html.escape(k)} {v}" for k, v in mix.most_common())
         sections.append(
             f'<section class="step" id="step-{step}" data-step="{step}"><h2>step {step}</h2>'
             f'<div>{html.escape(" · ".join(prompts))}</div><div class="status">gate: {mix_txt}</div>'
-            f'<div class="grid">{cards}</div></section>'
+            f'<div class="grid">{cards}</div>{strips}</section>'
         )
     latest = max(by_step) if by_step else (metrics[-1]["step"] if metrics else 0)
     of = f"/{total_steps}" if total_steps else ""

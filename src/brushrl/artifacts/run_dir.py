@@ -4,11 +4,12 @@ Layout::
 
     config.yaml          the resolved config (defaults filled in)
     pool.json            the reference pool version the run used (``ReferencePool.version_record``)
-    rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``)
+    rollouts.parquet     one row per completion (see ``ROLLOUT_COLUMNS``; a multi-turn trajectory has one
+                         row per turn, with ``TURN_COLUMNS``)
     metrics.jsonl        one JSON object per learner step
     status.json          how the run stands: ``running``, ``finished``, ``stopped`` (SIGTERM from
                          ``ray job stop``, Ctrl-C) or ``failed``; last step, newest checkpoint
-    png/step_0003/       the paintings, g<group>_s<sample>.png
+    png/step_0003/       the paintings, g<group>_s<sample>.png (g<group>_s<member>_t<turn>.png per turn)
     checkpoints/step_0005/   LoRA adapter (PEFT save_pretrained, safetensors), learner_state.pt
                          (optimizer, scheduler, RNG) and trainer_state.json (step, policy version,
                          prompt cursor, group ledger); renamed into place when complete
@@ -30,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from brushrl.config import BrushRLConfig, save_resolved
-from brushrl.types import Sample
+from brushrl.types import Sample, Trajectory
 
 #: File in a checkpoint folder holding the driver's state (step, version, counters, prompt cursor).
 TRAINER_STATE = "trainer_state.json"
@@ -55,8 +56,18 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def sample_row(sample: Sample, index: int, group_status: str) -> dict:
-    """The ``rollouts.parquet`` row of one sample."""
+#: Columns a row of a multi-turn trajectory adds (``rollout.turns`` > 1; absent from single-turn runs).
+TURN_COLUMNS = (
+    "turn", "trajectory_id", "critique", "critique_done", "critique_cause", "critic_s", "trajectory_reward",
+    "trajectory_none_cause", "trajectory_stop", "trajectory_turns",
+)
+
+
+def sample_row(sample: Sample, index: int, group_status: str, trajectory: Trajectory | None = None) -> dict:
+    """The ``rollouts.parquet`` row of one sample; a turn of a trajectory also gets ``TURN_COLUMNS``:
+    ``turn`` (1..K), ``trajectory_id`` (``<group_id>-<member>``), the ``critique`` of this turn's
+    painting that the next turn was shown (None on the last turn), whether it said done, why the
+    critic failed, its seconds, and the trajectory's reward, None cause, stop reason and turns."""
     render = sample.render
     row = {
         "step": sample.step,
@@ -92,6 +103,20 @@ def sample_row(sample: Sample, index: int, group_status: str) -> dict:
         row[f"reward_{name}"] = value
     row["reward_raw"] = json.dumps(sample.raw, sort_keys=True)
     row["reward_causes"] = json.dumps(sample.component_causes, sort_keys=True)
+    if trajectory is not None:
+        critique = sample.critique
+        row.update({
+            "turn": sample.turn,
+            "trajectory_id": f"{sample.group_id}-{trajectory.member}",
+            "critique": critique.text if critique is not None else None,
+            "critique_done": critique.done if critique is not None else None,
+            "critique_cause": critique.cause if critique is not None else None,
+            "critic_s": critique.seconds if critique is not None else None,
+            "trajectory_reward": trajectory.reward,
+            "trajectory_none_cause": trajectory.none_cause,
+            "trajectory_stop": trajectory.stop,
+            "trajectory_turns": len(trajectory.turns),
+        })
     return row
 
 
@@ -186,10 +211,11 @@ class RunDir:
         path, ``version_id`` = ``name@vN+hash12``, manifest SHA-256, tier counts) as ``pool.json``."""
         atomic_write(self.root / "pool.json", json.dumps(record, indent=2) + "\n")
 
-    def png_path(self, step: int, group_id: int, index: int) -> Path:
+    def png_path(self, step: int, group_id: int, index: int, turn: int | None = None) -> Path:
+        """``png/step_NNNN/g<group>_s<index>.png``; a trajectory's turn adds ``_t<turn>``."""
         folder = self.root / "png" / f"step_{step:04d}"
         folder.mkdir(exist_ok=True)
-        return folder / f"g{group_id}_s{index}.png"
+        return folder / (f"g{group_id}_s{index}.png" if turn is None else f"g{group_id}_s{index}_t{turn}.png")
 
     def checkpoint_dir(self, step: int) -> Path:
         return self.root / "checkpoints" / f"step_{step:04d}"

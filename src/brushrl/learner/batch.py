@@ -31,7 +31,11 @@ def collate(
     Returns:
         ``prompt_ids`` (B, P) long, ``prompt_mask`` (B, P) long, ``completion_ids`` (B, T) long,
         ``completion_mask`` (B, T) long, ``behaviour_logps`` (B, T) float32 (0 at padding),
-        ``advantages`` (B,) float32; P and T are the longest prompt and completion.
+        ``advantages`` (B,) float32; P and T are the longest prompt and completion. When a sample has
+        a ``loss_mask`` (a multi-turn trajectory), also ``tool_mask`` (B, T) long: 1 on the
+        policy's tokens, 0 on critique tokens, 1 at padding (TRL's own padding value; its loss
+        mask is ``completion_mask * tool_mask``). Critique tokens stay in ``completion_mask``:
+        the model attends to them, only the loss skips them.
 
     Raises:
         ValueError: lengths of ``samples`` and ``advantages`` differ, or an empty completion.
@@ -51,4 +55,8 @@ def collate(
         "behaviour_logps": pad(logps, padding_value=0.0, padding_side="right"),
         "advantages": torch.tensor(list(advantages), dtype=torch.float32),
     }
+    if any(s.loss_mask is not None for s in samples):
+        masks = [torch.tensor(s.loss_mask if s.loss_mask is not None else [1] * len(s.completion_ids),
+                              dtype=torch.long) for s in samples]
+        out["tool_mask"] = pad(masks, padding_value=1, padding_side="right")
     return {k: v.to(device) for k, v in out.items()}

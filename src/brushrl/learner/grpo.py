@@ -30,6 +30,16 @@ gets the whole step batch, filters it and computes advantages identically, takes
 other ranks, padded with masked-out rows (``brushrl.learner.shard.micro_batch_sizes``); each
 micro-batch loss is scaled so that the ranks' losses sum to the full-batch loss, times W because
 ZeRO averages gradients over the ranks. The last backward performs the single optimizer step.
+
+Multi-turn trajectories (``rollout.turns`` > 1) are one training sequence each, laid out as TRL
+lays out its own multi-turn tool calls: the first turn's prompt, then every reply with the critique
+turns between them, and ``tool_mask`` 0 on the critique tokens (``TrainSample.from_trajectory``).
+TRL attends to those tokens (they stay in ``completion_mask``) but its loss, entropy and clip
+metrics use ``completion_mask * tool_mask``, so only the policy's own tokens carry loss and
+gradient, each against the behaviour log-prob of the policy version that sampled its turn. The
+token count that normalises the ``dapo`` loss counts policy tokens only, as TRL's does. Advantages
+are per group of trajectories (one reward per trajectory). Batches of single-turn samples carry
+no ``tool_mask`` and are exactly what they were before trajectories existed.
 """
 
 from __future__ import annotations
@@ -82,6 +92,12 @@ _TRL_METRICS = {
     "entropy": "entropy",
     "kl": "kl",
 }
+
+
+def _loss_mask(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, T) long: 1 on the tokens that carry loss (TRL: ``completion_mask * tool_mask``)."""
+    mask = batch["completion_mask"]
+    return mask * batch["tool_mask"] if "tool_mask" in batch else mask
 
 
 def _never_called(completions, **kwargs):
@@ -359,7 +375,7 @@ class GRPOLearner:
         samples, advantages = [], []
         for group, group_advs in zip(kept, advs):
             for sample, adv in zip(group, group_advs):
-                if adv is not None and sample.completion_ids:
+                if adv is not None and sample.n_policy_tokens:
                     samples.append(sample)
                     advantages.append(adv)
         counts["samples_excluded"] = float(sum(len(g) for g in kept) - len(samples))
@@ -373,7 +389,7 @@ class GRPOLearner:
         if kind == "seq":
             return self.world_size * batch["completion_ids"].size(0) / n_samples
         if kind == "tok":
-            return self.world_size * float(batch["completion_mask"].sum()) / n_tokens
+            return self.world_size * float(_loss_mask(batch).sum()) / n_tokens
         return 1.0
 
     def _my_micro_batches(self, samples: list[TrainSample]) -> list[tuple[list[int], int]]:
@@ -395,8 +411,9 @@ class GRPOLearner:
 
     def _loss_inputs(self, batch: dict[str, torch.Tensor], n_tokens: int, stats: dict) -> dict[str, torch.Tensor]:
         """The batch dict ``GRPOTrainer._compute_loss`` reads (see the module docstring)."""
-        mask = batch["completion_mask"]
-        inputs = {k: batch[k] for k in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")}
+        mask = _loss_mask(batch)
+        keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask")
+        inputs = {k: batch[k] for k in keys if k in batch}
         inputs["num_items_in_batch"] = torch.tensor(float(n_tokens), device=self.device)
         if self.truncated_is_clip is None:
             inputs["advantages"] = batch["advantages"]
@@ -434,12 +451,15 @@ class GRPOLearner:
         no optimizer step is taken and ``skipped`` is 1.
 
         Args:
-            groups: lists of :class:`~brushrl.learner.samples.TrainSample` or pipeline
-                :class:`~brushrl.types.Sample`.
+            groups: lists of :class:`~brushrl.learner.samples.TrainSample`, pipeline
+                :class:`~brushrl.types.Sample` or multi-turn :class:`~brushrl.types.Trajectory`
+                (one sequence per trajectory, critique tokens masked out of the loss:
+                ``TrainSample.from_trajectory``).
 
         Returns:
             ``loss`` (the full-batch TRL loss), ``grad_norm`` (before clipping), ``lr`` (used for
-            this update), ``n_samples``, ``n_tokens`` (completion tokens trained on),
+            this update), ``n_samples``, ``n_tokens`` (completion tokens trained on: the policy's own,
+            critique tokens of trajectories not counted),
             ``adv_mean``, ``adv_abs_mean``, ``groups_accepted``, ``groups_too_few_valid``,
             ``groups_zero_variance``, ``samples_excluded`` (None rewards in accepted groups),
             ``clip_ratio`` (+ ``_low``/``_high``), ``entropy`` (mean per-token, nats), ``kl`` when
@@ -452,7 +472,7 @@ class GRPOLearner:
         train_groups = [[as_train_sample(s) for s in g] for g in groups]
         samples, advantages, metrics = self._select(train_groups)
         n_samples = len(samples)
-        n_tokens = sum(len(s.completion_ids) for s in samples)
+        n_tokens = sum(s.n_policy_tokens for s in samples)
         metrics.update(n_samples=float(n_samples), n_tokens=float(n_tokens), lr=self.lr, skipped=0.0)
         if n_samples == 0:
             metrics.update(skipped=1.0, policy_version=float(version_before), step_s=time.perf_counter() - t0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from brushrl.types import Sample
+from brushrl.types import Sample, Trajectory
 
 
 @dataclass
@@ -17,7 +17,11 @@ class TrainSample:
         logprobs: behaviour-policy log-probs of ``completion_ids`` (natural log, temperature 1,
             before top-k/top-p), length T.
         reward: scalar reward, or None when the sample could not be scored.
-        policy_version: learner step whose weights sampled it (for staleness metrics), if known.
+        policy_version: learner step whose weights sampled it (for staleness metrics), if known;
+            for a multi-turn trajectory its oldest turn's.
+        loss_mask: None (every completion token is the policy's), or length T of 1 (a token the
+            policy sampled: it carries loss) and 0 (a critique turn's token: context only, no
+            loss, no gradient); TRL's ``tool_mask``. Log-probs at 0 positions are 0.0 and unused.
     """
 
     prompt_ids: list[int]
@@ -25,12 +29,20 @@ class TrainSample:
     logprobs: list[float]
     reward: float | None
     policy_version: int | None = None
+    loss_mask: list[int] | None = None
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_ids):
             raise ValueError(
                 f"logprobs has {len(self.logprobs)} entries for {len(self.completion_ids)} completion tokens"
             )
+        if self.loss_mask is not None and len(self.loss_mask) != len(self.completion_ids):
+            raise ValueError(f"loss_mask has {len(self.loss_mask)} entries for {len(self.completion_ids)} tokens")
+
+    @property
+    def n_policy_tokens(self) -> int:
+        """Completion tokens that carry loss."""
+        return len(self.completion_ids) if self.loss_mask is None else sum(self.loss_mask)
 
     @classmethod
     def from_sample(cls, sample: Sample) -> "TrainSample":
@@ -42,15 +54,52 @@ class TrainSample:
         return cls(list(c.prompt_ids), list(c.completion_ids), list(c.logprobs), sample.reward, c.policy_version)
 
 
-def as_train_sample(sample: TrainSample | Sample) -> TrainSample:
-    """Return ``sample`` as a :class:`TrainSample` (converting a pipeline ``Sample``).
+    @classmethod
+    def from_trajectory(cls, trajectory: Trajectory) -> "TrainSample":
+        """One training sequence for a whole trajectory, trained through TRL's loss as one sample
+        (TRL's multi-turn tool-calling layout: the tool's tokens stay in the sequence, masked by
+        ``tool_mask``).
+
+        The prompt is the first turn's; the completion is every turn's reply with, between two
+        replies, the critique turn's tokens (``loss_mask`` 0 there, 1 on the replies'). Each reply
+        keeps its behaviour log-probs, so the PPO ratio of a token is against the policy version
+        that sampled it; ``policy_version`` is the oldest turn's. A one-turn trajectory gives
+        exactly :meth:`from_sample` of its sample (with the trajectory's reward) and no mask.
+
+        Raises:
+            ValueError: a turn's context does not extend the previous turn's tokens (the
+                ``brushrl.rollout.base.RolloutEngine.revise`` invariant was broken).
+        """
+        first = trajectory.turns[0].completion
+        if len(trajectory.turns) == 1:
+            return cls(list(first.prompt_ids), list(first.completion_ids), list(first.logprobs), trajectory.reward,
+                       first.policy_version)
+        ids, logprobs, mask = list(first.completion_ids), list(first.logprobs), [1] * len(first.completion_ids)
+        seen = list(first.prompt_ids) + ids
+        for s in trajectory.turns[1:]:
+            c = s.completion
+            if c.prompt_ids[: len(seen)] != seen:
+                raise ValueError(f"turn {s.turn} of trajectory {s.group_id}:{trajectory.member} does not extend "
+                                 "the previous turn's tokens")
+            critique = c.prompt_ids[len(seen):]
+            ids += critique + list(c.completion_ids)
+            logprobs += [0.0] * len(critique) + list(c.logprobs)
+            mask += [0] * len(critique) + [1] * len(c.completion_ids)
+            seen = list(c.prompt_ids) + list(c.completion_ids)
+        return cls(list(first.prompt_ids), ids, logprobs, trajectory.reward, trajectory.policy_version, mask)
+
+
+def as_train_sample(sample: TrainSample | Sample | Trajectory) -> TrainSample:
+    """Return ``sample`` as a :class:`TrainSample` (converting a pipeline ``Sample`` or ``Trajectory``).
 
     Raises:
-        TypeError: neither a ``TrainSample`` nor a ``Sample``.
+        TypeError: none of ``TrainSample``, ``Sample``, ``Trajectory``.
         ValueError: log-prob and completion lengths differ.
     """
     if isinstance(sample, TrainSample):
         return sample
     if isinstance(sample, Sample):
         return TrainSample.from_sample(sample)
-    raise TypeError(f"expected TrainSample or brushrl.types.Sample, got {type(sample).__name__}")
+    if isinstance(sample, Trajectory):
+        return TrainSample.from_trajectory(sample)
+    raise TypeError(f"expected TrainSample, brushrl.types.Sample or Trajectory, got {type(sample).__name__}")

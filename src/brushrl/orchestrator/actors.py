@@ -1,5 +1,5 @@
 """The run's Ray actors, started and stopped together: the renderer pool, the rollout engine, the
-learner, the scorers and the judge servers brushrl serves, and the loop's view of the learner
+learner, the scorers, the critic (multi-turn revision) and the judge servers brushrl serves, and the loop's view of the learner
 (:class:`ActorLearnerSide`)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class Pipeline:
         render_pool: the renderer actors and the render path (``brushrl.render.pool``).
         learner: the learner actor (``brushrl.learner.make_learner_actor``).
         rollout: the rollout engine actor (``brushrl.rollout.make_rollout_actor``).
-        reward: the scorer actors by component name and the judge servers
-            (``brushrl.reward.actor.start_reward_actors``).
+        reward: the scorer actors by component name, the judge servers and, for multi-turn
+            revision, the critic actor (``brushrl.reward.actor.start_reward_actors``).
     """
 
     render_pool: RenderPool | None = None
@@ -39,6 +39,11 @@ class Pipeline:
     def scorers(self) -> dict:
         """Scorer name -> scorer actor."""
         return self.reward.scorers
+
+    @property
+    def critic(self):
+        """The critic actor of multi-turn revision (None for ``rollout.turns: 1``)."""
+        return self.reward.critic
 
     def start(self, cfg: BrushRLConfig, system_prompt: str, log_dir: str | None = None, learner: bool = True) -> None:
         """Start every actor of ``cfg`` (``cfg.policy.model`` already warm-started) without waiting
@@ -55,7 +60,9 @@ class Pipeline:
             if learner:
                 self.learner = make_learner_actor(cfg, total_steps=cfg.run.steps)
             self.rollout = make_rollout_actor(cfg, system_prompt)
-            self.reward = start_reward_actors(cfg.reward, cfg.resources, log_dir)
+            critic_template = cfg.prompts.template if cfg.rollout.turns > 1 else None
+            self.reward = start_reward_actors(cfg.reward, cfg.resources, log_dir, critic_template,
+                                              cfg.render.canvas_size)
         except BaseException:
             self.stop()
             raise
@@ -98,8 +105,9 @@ class ActorLearnerSide:
         self.adapter_dir = Path(adapter_dir).expanduser() if adapter_dir else None
 
     async def train(self, groups: list[Group]) -> dict[str, float]:
-        """One optimizer step; samples are stripped to ``TrainSample`` (no PNG bytes to the learner)."""
-        return await self.learner.step.remote([[TrainSample.from_sample(s) for s in g.samples] for g in groups])
+        """One optimizer step on each group's members (samples, or whole trajectories with their
+        critique tokens masked), stripped to ``TrainSample`` (no PNG bytes to the learner)."""
+        return await self.learner.step.remote([[TrainSample.from_trajectory(t) for t in g.members] for g in groups])
 
     async def sync(self) -> int:
         """Hand the learner's adapter to the rollout engine (the state goes actor to actor through

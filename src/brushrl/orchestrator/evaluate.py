@@ -18,6 +18,16 @@ Writes, under the run directory: ``eval/eval.json`` (:mod:`brushrl.artifacts.eva
 ``eval/samples.parquet`` (one row per completion, the ``rollouts.parquet`` columns plus
 ``policy``, ``split``, ``subject``), ``eval/png/<policy>/p<prompt>_s<sample>.png`` and the page
 ``eval.html`` (:mod:`brushrl.artifacts.eval_page`), which ``gallery.html`` links to.
+
+With ``turns`` K > 1 (``brushrl eval --turns K``; multi-turn revision, ``rollout.turns``) every
+completion is the first turn of a trajectory that the run's critic (``reward.critic``) critiques and
+the policy revises, up to K replies, through the same producer as training
+(``GroupProducer.produce(..., turns=K)``; the revision turns sample with the prompt's sampler seed
++ k - 1). ``samples.parquet`` then has one row per turn (``TURN_COLUMNS``; PNGs
+``p<prompt>_s<member>_t<turn>.png``); the policy table is over turn 1 (what a single-turn
+evaluation measures) and ``eval.json`` adds ``turns`` (:func:`~brushrl.artifacts.eval_report.turn_report`):
+each turn's reward and gate pass side by side, and turn k minus turn 1 paired by trajectory, with
+95% intervals.
 """
 
 from __future__ import annotations
@@ -34,7 +44,15 @@ from pathlib import Path
 import pandas as pd
 
 from brushrl.artifacts.eval_page import write_eval_page
-from brushrl.artifacts.eval_report import EVAL_DIR, EVAL_JSON, SPLITS, build_report, table_lines
+from brushrl.artifacts.eval_report import (
+    EVAL_DIR,
+    EVAL_JSON,
+    SPLITS,
+    build_report,
+    table_lines,
+    turn_report,
+    turn_table_lines,
+)
 from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, atomic_write, sample_row
 from brushrl.config import BrushRLConfig, load_config
 from brushrl.prompts import user_prompt
@@ -133,12 +151,22 @@ class Evaluator:
         run_root: the run directory; results go to ``<run_root>/eval/`` and ``eval.html``.
         prompts: the prompt set (:func:`eval_prompts`).
         log: where progress lines go (stdout by default).
+        turns: replies per trajectory (module docstring); 1: single-turn samples.
+
+    Raises:
+        ValueError: ``turns`` < 1.
     """
 
-    def __init__(self, cfg: BrushRLConfig, run_root: str | Path, prompts: list[EvalPrompt], log=None):
+    def __init__(self, cfg: BrushRLConfig, run_root: str | Path, prompts: list[EvalPrompt], log=None,
+                 turns: int = 1):
+        if turns < 1:
+            raise ValueError(f"turns must be >= 1, got {turns}")
         n = cfg.eval.samples_per_prompt
-        # One group per prompt: G is the sample count (group_size >= 2 is a training constraint).
-        self.cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"group_size": n})})
+        self.turns = turns
+        # One group per prompt: G is the sample count (group_size >= 2 is a training constraint);
+        # rollout.turns = K starts the run's critic actor with the others.
+        self.cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"group_size": n,
+                                                                                    "turns": turns})})
         self.root = Path(run_root).resolve()
         self.out = self.root / EVAL_DIR
         self.prompts = prompts
@@ -168,7 +196,8 @@ class Evaluator:
         try:
             pipe.start(cfg, system_prompt, str(self.out / "logs"), learner=False)
             pipe.wait_ready(cfg, self._say)  # the judge servers brushrl serves, as in training
-            producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(0))
+            producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(0),
+                                     pipe.critic)
             for policy in policies:
                 if policy.adapter is not None:
                     ray.get(pipe.rollout.load_adapter.remote(policy.adapter, policy.version))
@@ -178,13 +207,18 @@ class Evaluator:
                           f"samples in {time.perf_counter() - t1:.0f} s")
         finally:
             pipe.stop()
-        report = build_report(rows, [p.name for p in policies], self.cfg, self.prompts,
-                              wall_s=time.perf_counter() - t0)
+        names = [p.name for p in policies]
+        first_turns = [r for r in rows if r.get("turn") in (None, 1)]
+        report = build_report(first_turns, names, self.cfg, self.prompts, wall_s=time.perf_counter() - t0)
+        if self.turns > 1:
+            report["turns"] = turn_report(rows, names, self.cfg, self.turns)
         pd.DataFrame(rows).to_parquet(self.out / "samples.parquet", index=False)
         atomic_write(self.out / EVAL_JSON, json.dumps(report, indent=1, default=float) + "\n")
         write_eval_page(self.root, report, rows)
         self._relink_gallery()
         self._say("\n".join(table_lines(report)))
+        if self.turns > 1:
+            self._say("\n".join(turn_table_lines(report)))
         return report
 
     async def _score_policy(self, producer, policy: PolicySpec) -> list[dict]:
@@ -193,20 +227,28 @@ class Evaluator:
         from brushrl.orchestrator.producer import Ticket
 
         tickets = [Ticket(p.index, p.prompt, p.render_seed, p.gen_seed) for p in self.prompts]
-        groups = await asyncio.gather(*(producer.produce(t, step=0) for t in tickets))
+        groups = await asyncio.gather(*(producer.produce(t, step=0, turns=self.turns) for t in tickets))
         folder = self.out / "png" / policy.name
         folder.mkdir(parents=True, exist_ok=True)
         rows = []
         for prompt, (group, _counts) in zip(self.prompts, groups):
-            for i, sample in enumerate(group.samples):
+            for sample, i, trajectory in self._members(group):
                 if sample.render is not None and sample.render.png:
-                    path = folder / f"p{prompt.index:02d}_s{i}.png"
+                    name = f"p{prompt.index:02d}_s{i}" + (f"_t{sample.turn}" if trajectory is not None else "")
+                    path = folder / f"{name}.png"
                     path.write_bytes(sample.render.png)
                     sample.png_path = str(path.relative_to(self.root))
-                row = sample_row(sample, i, "eval")
+                row = sample_row(sample, i, "eval", trajectory)
                 row.update(policy=policy.name, split=prompt.split, subject=prompt.subject, prompt_index=prompt.index)
                 rows.append(row)
         return rows
+
+    @staticmethod
+    def _members(group):
+        """``(sample, member index, trajectory or None)`` of every sample of ``group``, every turn."""
+        if not group.trajectories:
+            return [(s, i, None) for i, s in enumerate(group.samples)]
+        return [(s, t.member, t) for t in group.trajectories for s in t.turns]
 
     def _relink_gallery(self) -> None:
         """Rewrite ``gallery.html`` so that it links to ``eval.html`` (a run without rows is left alone)."""

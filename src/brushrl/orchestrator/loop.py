@@ -19,7 +19,9 @@ Admission and group end states follow :class:`brushrl.orchestrator.capacity.Grou
   skipped (no optimizer update, no new policy version).
 
 *Staleness* of a trained group = the learner's policy version when it trains on it minus the
-version that sampled it (``Completion.policy_version``). It is at most ``max_staleness`` for every
+version that sampled it (``Completion.policy_version``): its oldest sample's, and with multi-turn
+revision its oldest turn's (a trajectory whose turns straddle a weight sync is as stale as its
+first turn; each turn still keeps its own version and behaviour log-probs for the loss). It is at most ``max_staleness`` for every
 trained group (enforced by dropping), and the capacity rule keeps drops rare by not admitting more
 than ``max_staleness + 1`` learner batches of groups at a time. With ``max_staleness = 0`` the loop
 is synchronous GRPO: a batch of groups is sampled by version v, the learner steps, the new adapter
@@ -177,7 +179,7 @@ class GRPOLoop:
             if self.ledger.is_stale(generated_by, self.version):
                 self._end(Ended(ticket, group, "stale", counts, generated_by))
             else:
-                verdict = self.group_filter.verdict([s.reward for s in group.samples])
+                verdict = self.group_filter.verdict(group.rewards)
                 if verdict == ACCEPTED:
                     self.ledger.finish("accepted")
                     self.ready.append((generated_by, group, counts, ticket))

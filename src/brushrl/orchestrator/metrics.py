@@ -15,6 +15,10 @@ brushrl_groups_total                   counter    groups by outcome; tag ``statu
 brushrl_step_seconds                   gauge      wall seconds of the last learner step (collect + update + sync)
 brushrl_policy_version                 gauge      policy version after the last weight sync
 brushrl_renderers_unisolated_total     counter    browsers a renderer started without a network namespace (render.network_isolation: none)
+brushrl_turn_reward_mean               gauge      multi-turn revision: mean reward of turn k; tag ``turn``
+brushrl_turn_gate_pass_rate            gauge      multi-turn revision: gate pass rate of turn k; tag ``turn``
+brushrl_trajectories_improved_share    gauge      multi-turn revision: share of trajectories whose last turn beat their first
+brushrl_critic_seconds                 gauge      multi-turn revision: seconds groups waited for critiques, last step
 =====================================  =========  ==========================================
 
 Names, kinds and labels are documented in docs/metrics.md (a test keeps that table, this module,
@@ -70,13 +74,22 @@ class PipelineMetrics:
         # Incremented by the renderer actors (count_unisolated_renderer); declared here so that the
         # driver's metric table is complete.
         self.unisolated = rm.Counter(*UNISOLATED)
+        self.turn_reward = rm.Gauge("brushrl_turn_reward_mean", "Mean reward of one revision turn, last step",
+                                    tag_keys=("turn",))
+        self.turn_gate = rm.Gauge("brushrl_turn_gate_pass_rate", "Gate pass rate of one revision turn, last step",
+                                  tag_keys=("turn",))
+        self.improved = rm.Gauge("brushrl_trajectories_improved_share",
+                                 "Share of trajectories whose last turn beat their first, last step")
+        self.critic_s = rm.Gauge("brushrl_critic_seconds", "Seconds groups waited for critiques, last step")
         # Measured with Ray 2.60: one gauge that was declared but never set made the node's exporter
         # drop *every* gauge (counters still came through), so each gauge starts at 0.
         for state in LEDGER_STATES:
             self.ledger.set(0, tags={"state": state})
         self.queue.set(0, tags={"queue": "render"})
+        for gauge in (self.turn_reward, self.turn_gate):
+            gauge.set(0, tags={"turn": "1"})
         for gauge in (self.inflight, self.renderers, self.render_cache, self.gate_pass, self.staleness,
-                      self.step_s, self.update_s, self.idle, self.sync_s, self.version):
+                      self.step_s, self.update_s, self.idle, self.sync_s, self.version, self.improved, self.critic_s):
             gauge.set(0)
 
     def render_queue(self, queued: int, in_flight: int) -> None:
@@ -134,3 +147,13 @@ class PipelineMetrics:
             if f"ledger/{state}" in record:
                 self.ledger.set(record[f"ledger/{state}"], tags={"state": state})
         self.version.set(record.get("policy_version", 0))
+        for key, value in record.items():  # multi-turn revision: turn/<k>/reward_mean, turn/<k>/gate_pass_rate
+            if key.startswith("turn/") and value is not None:
+                _, turn, name = key.split("/")
+                gauge = {"reward_mean": self.turn_reward, "gate_pass_rate": self.turn_gate}.get(name)
+                if gauge is not None:
+                    gauge.set(float(value), tags={"turn": turn})
+        if record.get("trajectory/improved_share") is not None:
+            self.improved.set(record["trajectory/improved_share"])
+        if "time/critic_s" in record:
+            self.critic_s.set(record["time/critic_s"])

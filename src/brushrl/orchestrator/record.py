@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from brushrl.config import RewardConfig
 from brushrl.orchestrator.loop import StepReport
 from brushrl.stats import quantile
-from brushrl.types import Sample
+from brushrl.types import Sample, Trajectory
 
 
 @dataclass
@@ -23,8 +23,9 @@ class StepRecord:
 
     Attributes:
         record: the ``metrics.jsonl`` line.
-        samples: every sample of the step's ended groups with its index in the group and the
-            group's end state, in group order (``rollouts.parquet`` rows, PNGs).
+        samples: every sample of the step's ended groups with its index in the group (its
+            trajectory's member index with revision), the group's end state and its trajectory
+            (None for a single-turn group), in group order (``rollouts.parquet`` rows, PNGs).
         counts: this step's counter increments for ``PipelineMetrics.publish``: ``{"render":
             {status: n}, "gate": {verdict: n}, "none": {cause: n}, "scorer_none": {cause: n},
             "groups": {status: n}}``.
@@ -34,7 +35,7 @@ class StepRecord:
     """
 
     record: dict
-    samples: list[tuple[Sample, int, str]]
+    samples: list[tuple[Sample, int, str, Trajectory | None]]
     counts: dict[str, dict[str, int]]
     render_times: list[float]
     group_ends: Counter
@@ -42,10 +43,11 @@ class StepRecord:
 
 def step_record(report: StepReport, reward: RewardConfig) -> StepRecord:
     """The step's record (module docstring); stamps each sample with ``report.step``."""
-    samples: list[tuple[Sample, int, str]] = []
+    samples: list[tuple[Sample, int, str, Trajectory | None]] = []
+    trajectories: list[Trajectory] = []
     ends: Counter = Counter()
     counts: dict[str, Counter] = defaultdict(Counter)
-    gen_s = render_s = score_s = 0.0
+    gen_s = render_s = score_s = critic_s = 0.0
     scorer_s: Counter = Counter()
     render_times: list[float] = []
     for e in report.ended:
@@ -54,16 +56,23 @@ def step_record(report: StepReport, reward: RewardConfig) -> StepRecord:
             gen_s += e.counts.gen_s
             render_s += e.counts.render_wall_s
             score_s += e.counts.score_s
+            critic_s += e.counts.critic_s
             scorer_s.update(e.counts.scorer_wall_s)
             render_times += e.counts.render_s
             for key, counter in e.counts.as_dict().items():
                 counts[key].update(counter)
-        if e.group is not None:
+        if e.group is not None and e.group.trajectories:
+            trajectories += e.group.trajectories
+            for t in e.group.trajectories:
+                for s in t.turns:
+                    s.step = report.step
+                    samples.append((s, t.member, e.status, t))
+        elif e.group is not None:
             for i, s in enumerate(e.group.samples):
                 s.step = report.step
-                samples.append((s, i, e.status))
+                samples.append((s, i, e.status, None))
     counts["groups"].update(ends)
-    scored = [s for s, _, _ in samples]
+    scored = [s for s, *_ in samples]
     valid = [s.reward for s in scored if s.reward is not None]
     renders = [s.render for s in scored if s.render is not None]
     stale, step_s = report.staleness, report.step_s
@@ -103,10 +112,42 @@ def step_record(report: StepReport, reward: RewardConfig) -> StepRecord:
     for name in reward.weights:
         record[f"reward/{name}"] = _mean([s.components.get(name) for s in scored if s.reward is not None
                                           and s.components.get(name) is not None])
+    if trajectories:
+        record.update(turn_record(trajectories, critic_s))
     stages = [s.raw["judge_curriculum_stage"] for s in scored if "judge_curriculum_stage" in s.raw]
     if stages:
         record["judge/curriculum_stage"] = max(stages)  # the judge's reference curriculum stage
     return StepRecord(record, samples, {k: dict(v) for k, v in counts.items()}, render_times, ends)
+
+
+def turn_record(trajectories: list[Trajectory], critic_s: float) -> dict:
+    """The multi-turn keys of a step's record (docs/metrics.md): per turn k, ``turn/<k>/reward_mean``
+    (over that turn's samples with a reward), ``turn/<k>/gate_pass_rate`` and ``turn/<k>/samples``;
+    ``trajectory/reward_mean`` (trajectories with a reward), ``trajectory/improved_share`` (share
+    of them whose last turn's reward beats their first's), ``trajectory/turns_mean``,
+    ``trajectory/done`` (stopped because the critic said done), ``trajectory/none`` (reward None)
+    and ``time/critic_s`` (seconds waited for critiques, summed over groups)."""
+    by_turn: dict[int, list[Sample]] = defaultdict(list)
+    for t in trajectories:
+        for s in t.turns:
+            by_turn[s.turn].append(s)
+    out: dict = {}
+    for k in sorted(by_turn):
+        turn = by_turn[k]
+        out[f"turn/{k}/reward_mean"] = _mean([s.reward for s in turn if s.reward is not None])
+        out[f"turn/{k}/gate_pass_rate"] = sum(s.gate.passed for s in turn) / len(turn)
+        out[f"turn/{k}/samples"] = len(turn)
+    valid = [t for t in trajectories if t.reward is not None]
+    improved = [t.turns[-1].reward > t.turns[0].reward for t in valid]
+    out.update({
+        "trajectory/reward_mean": _mean([t.reward for t in valid]),
+        "trajectory/improved_share": sum(improved) / len(improved) if improved else None,
+        "trajectory/turns_mean": _mean([len(t.turns) for t in trajectories]),
+        "trajectory/done": sum(t.stop == "done" for t in trajectories),
+        "trajectory/none": len(trajectories) - len(valid),
+        "time/critic_s": critic_s,
+    })
+    return out
 
 
 def _mean(xs: list[float]) -> float | None:

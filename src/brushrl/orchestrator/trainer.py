@@ -127,7 +127,8 @@ class Trainer:
         info = ray.get(pipe.learner.describe.remote())  # waits for the learner (and its workers) to be built
         self._say(f"[brushrl] learner: {info['strategy']}; {info['trainable_params']:,} of "
                   f"{info['total_params']:,} parameters trainable")
-        producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(cfg.run.seed))
+        producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(cfg.run.seed),
+                                 pipe.critic)
         return producer, GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
 
     # ------------------------------------------------------------------ 2. restore
@@ -156,7 +157,8 @@ class Trainer:
         metrics.renderers.set(len(pipe.render_pool.actors))
         self._say(f"[brushrl] {cfg.render.num_actors} renderers, G={cfg.rollout.group_size}, "
                   f"{cfg.rollout.groups_per_step} group(s)/step, max_staleness "
-                  f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}")
+                  f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}"
+                  + (f", {cfg.rollout.turns} turns ({cfg.reward.critic.kind} critic)" if cfg.rollout.turns > 1 else ""))
         return StepWriter(cfg, self.run_dir, self.state, metrics, StepLine(cfg.run.steps, self.log, first_step))
 
     async def _loop(self, pipe: Pipeline, producer: GroupProducer, ledger: GroupLedger, writer: StepWriter,

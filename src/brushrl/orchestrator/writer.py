@@ -33,12 +33,12 @@ class StepWriter:
         the loop's :class:`TrainerState` position) is completed once the learner has saved."""
         step = step_record(report, self.cfg.reward)
         rows = []
-        for s, i, status in step.samples:
+        for s, i, status, trajectory in step.samples:
             if s.render is not None and s.render.png:
-                path = self.run_dir.png_path(report.step, s.group_id, i)
+                path = self.run_dir.png_path(report.step, s.group_id, i, s.turn)
                 path.write_bytes(s.render.png)
                 s.png_path = str(path)
-            rows.append(sample_row(s, i, status))
+            rows.append(sample_row(s, i, status, trajectory))
         self.run_dir.add_rows(rows)
         self.state.count(step.group_ends, step.record.get("judge/curriculum_stage"))
         self.run_dir.log_metrics(step.record)

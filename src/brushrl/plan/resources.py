@@ -183,10 +183,16 @@ def reward_actor_asks(cfg: BrushRLConfig) -> list[tuple[str, float, int]]:
     """The reward side's actors as ``(resources field, CPUs each, count)``, as
     ``brushrl.reward.actor.start_reward_actors`` starts them: the pool scorer and the judge's client
     on ``resources.scorer``; the judge servers (``reward.judge.serve.replicas``) or the in-process
-    judge on ``resources.judge``; HPSv3 on ``resources.hpsv3``."""
+    judge on ``resources.judge``; HPSv3 on ``resources.hpsv3``; the critic of multi-turn revision
+    (``rollout.turns`` > 1) on ``resources.scorer``, with the judge servers for the judge critic."""
     rew, out = cfg.reward, []
+    critic = cfg.rollout.turns > 1
     if "pool_similarity" in rew.scorers:
         out.append(("scorer", SCORER_NUM_CPUS, 1))
+    if critic:
+        out.append(("scorer", SCORER_NUM_CPUS, 1))
+        if rew.critic.kind == "judge" and "judge" not in rew.scorers and rew.judge.serve is not None:
+            out.append(("judge", rew.judge.serve.num_cpus, rew.judge.serve.replicas))
     if "judge" in rew.scorers:
         if rew.judge.serve is not None:
             out.append(("judge", rew.judge.serve.num_cpus, rew.judge.serve.replicas))

@@ -29,10 +29,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from transformers import PreTrainedTokenizerFast, get_cosine_schedule_with_warmup
 
 from brushrl.config import BrushRLConfig, PolicyConfig
+from brushrl.conversation import critique_turn_text
 from brushrl.corpus.build import as_reply, build_corpus
 from brushrl.policy.model import build_tiny_model
+from brushrl.policy.revision import RevisionExample, RevisionExamples
 from brushrl.policy.tokenizer import train_tokenizer
-from brushrl.prompts import chat_messages, user_prompt
+from brushrl.prompts import chat_messages, revision_prompt, user_prompt
 
 log = logging.getLogger(__name__)
 
@@ -51,34 +53,44 @@ WARMUP_FRACTION = 0.05
 
 
 def cache_key(
-    cfg: PolicyConfig, corpus: list[tuple[str, str]], system_prompt: str, prompt_template: str
+    cfg: PolicyConfig, corpus: list[tuple[str, str]], system_prompt: str, prompt_template: str,
+    revision_key: dict | None = None,
 ) -> str:
     """Hex SHA-256 (first 16 characters) of everything that determines a warm start.
 
     ``cfg.sft.cache_dir`` is left out so that a cache folder can be moved, ``cfg.sft.seed`` because
-    the corpus it drew is in the key.
+    the corpus it drew is in the key. Without revision examples (``revision_examples: 0``) neither
+    that field nor ``revision_key`` enters the hash, so the key is the one it was before revision
+    examples existed.
     """
+    exclude = {"cache_dir", "seed"} if cfg.sft.revision_examples else {"cache_dir", "seed", "revision_examples"}
     payload = {
         "format": FORMAT_VERSION,
         "tiny": cfg.tiny.model_dump(mode="json"),
-        "sft": cfg.sft.model_dump(mode="json", exclude={"cache_dir", "seed"}),
+        "sft": cfg.sft.model_dump(mode="json", exclude=exclude),
         "corpus": corpus,
         "system_prompt": system_prompt,
         "prompt_template": prompt_template,
     }
+    if cfg.sft.revision_examples and revision_key is not None:
+        payload["revision"] = revision_key
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def tokenizer_texts(corpus: list[tuple[str, str]], system_prompt: str, prompt_template: str) -> list[str]:
+def tokenizer_texts(corpus: list[tuple[str, str]], system_prompt: str, prompt_template: str,
+                    revisions: list[RevisionExample] = ()) -> list[str]:
     """The tokenizer's training texts: each chat turn of each SFT example (role line + content),
     without the special tokens. The system prompt thus weighs as often as the model reads it and
     BPE compresses it to a few dozen long tokens (measured: 289 -> 46 tokens for a 1.2 kB prompt),
-    which makes both SFT and rollout prefill cheaper."""
+    which makes both SFT and rollout prefill cheaper. Revision examples add their critique turns
+    (so critique words become tokens) and their replies."""
     texts = []
     for subject, code in corpus:
         texts += [f"system\n{system_prompt}", f"user\n{user_prompt(subject, prompt_template)}"]
         texts.append(f"assistant\n{as_reply(code)}")
+    for r in revisions:
+        texts += [f"assistant\n{r.damaged_reply}", f"user\n{revision_prompt(r.critique)}"]
     return texts
 
 
@@ -114,6 +126,26 @@ def encode_examples(
         reply_ids = tokenizer(as_reply(code), add_special_tokens=False)["input_ids"]
         reply_ids.append(tokenizer.eos_token_id)
         examples.append(SFTExample(prompt_ids + reply_ids, [IGNORE] * len(prompt_ids) + reply_ids))
+    return examples
+
+
+def encode_revision_examples(
+    tokenizer: PreTrainedTokenizerFast, revisions: list[RevisionExample], system_prompt: str, prompt_template: str,
+) -> list[SFTExample]:
+    """Tokenise revision conversations (``brushrl.policy.revision``) token by token as the rollout
+    engine builds a revision turn (``brushrl.conversation``): prompt, damaged reply + EOS, the
+    critique turn, then the repaired reply + EOS, which alone carries labels."""
+    examples = []
+    for r in revisions:
+        user = user_prompt(r.subject, prompt_template)
+        prompt = tokenizer.apply_chat_template(chat_messages(system_prompt, user), add_generation_prompt=True,
+                                               tokenize=False)
+        context = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        context += tokenizer(r.damaged_reply, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        context += tokenizer(critique_turn_text(tokenizer, system_prompt, user, r.critique, ended=True),
+                             add_special_tokens=False)["input_ids"]
+        answer = tokenizer(r.repaired_reply, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        examples.append(SFTExample(context + answer, [IGNORE] * len(context) + answer))
     return examples
 
 
@@ -229,6 +261,7 @@ def warm_start(
     system_prompt: str,
     prompt_template: str,
     threads: int | None = None,
+    revisions: RevisionExamples | None = None,
 ) -> Path:
     """Train (or find cached) the tokenizer and warm-started tiny policy.
 
@@ -239,11 +272,13 @@ def warm_start(
         system_prompt: the system message of every prompt.
         prompt_template: the user message, ``{subject}`` replaced by each pair's subject.
         threads: torch intra-op threads while training (None: ``sft_threads()``); restored after.
+        revisions: the revision examples' builder (``cfg.sft.revision_examples`` > 0); built, with
+            its renders, only when the cache has no entry for its key.
 
     Returns:
         The cache folder, loadable with ``from_pretrained`` (model + tokenizer) and holding
-        ``done`` (JSON: final loss = mean of the last 10% of step losses, seconds, steps, examples,
-        mean reply tokens, parameters).
+        ``done`` (JSON: revision examples, final loss = mean of the last 10% of step losses, seconds,
+        steps, examples, mean reply tokens, parameters).
 
     Raises:
         ValueError: empty corpus.
@@ -252,7 +287,8 @@ def warm_start(
         raise ValueError("warm_start needs a non-empty corpus")
     corpus = [(str(s), str(c)) for s, c in corpus]
     root = Path(cfg.sft.cache_dir).expanduser()
-    final = root / cache_key(cfg, corpus, system_prompt, prompt_template)
+    revisions = revisions if cfg.sft.revision_examples else None
+    final = root / cache_key(cfg, corpus, system_prompt, prompt_template, revisions.key() if revisions else None)
     if (final / DONE_MARKER).exists():
         log.info("SFT cache hit: %s", final)
         return final
@@ -261,10 +297,15 @@ def warm_start(
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads or sft_threads())
     try:
+        built = revisions.build(str(root / "renders")) if revisions else []
+        if revisions:
+            log.info("SFT warm start: %d revision examples (%s)", len(built),
+                     ", ".join(f"{d} {sum(r.damage == d for r in built)}" for d in sorted({r.damage for r in built})))
         torch.manual_seed(0)
-        tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template), cfg.tiny.vocab_size)
+        tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size)
         model = build_tiny_model(cfg.tiny, tokenizer)
         examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template)
+        examples += encode_revision_examples(tokenizer, built, system_prompt, prompt_template)
         longest = max(len(e.input_ids) for e in examples)
         if longest > cfg.tiny.max_position_embeddings:
             log.warning("longest SFT example %d tokens > max_position_embeddings", longest)
@@ -286,6 +327,7 @@ def warm_start(
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     summary = {
+        "revision_examples": len(built),
         "final_loss": final_loss,
         "seconds": seconds,
         "steps": len(losses),
@@ -309,12 +351,15 @@ def warm_start_policy(cfg: BrushRLConfig, system_prompt: str, threads: int | Non
     ``policy.model`` is the cache folder. Any other model: ``cfg`` unchanged.
 
     The one place a run's warm start is decided (``brushrl train``, ``brushrl pool build --policy``,
-    ``python -m brushrl.rollout.check``), so all of them train and load the same cache entry.
+    ``python -m brushrl.rollout.check``), so all of them train and load the same cache entry. With
+    ``policy.sft.revision_examples`` > 0 the corpus gains revision examples drawn from the same items
+    (``brushrl.policy.revision``).
     """
     if cfg.policy.model != "tiny":
         return cfg
     sft = cfg.policy.sft
     items = build_corpus(sft.variations, seed=cfg.run.seed if sft.seed is None else sft.seed)[: sft.max_examples]
+    revisions = RevisionExamples(cfg, items) if sft.revision_examples else None
     path = warm_start(cfg.policy, [(item.subject, item.code) for item in items], system_prompt,
-                      cfg.prompts.template, threads=threads)
+                      cfg.prompts.template, threads=threads, revisions=revisions)
     return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"model": str(path)})})

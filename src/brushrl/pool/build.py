@@ -36,13 +36,11 @@ from PIL import Image
 
 from brushrl.config import BrushRLConfig, EndpointConfig
 from brushrl.pool.store import PoolError, PoolRow, PoolWriter, init_pool, sha256_hex
+from brushrl.prompts import REVISION_TEMPLATE
 from brushrl.types import RenderResult
 
 BUILD_LOG = "build_log.jsonl"
-REVISE_TEMPLATE = (
-    "Here is a critique of the painting your sketch produced:\n\n{critique}\n\n"
-    "Revise the sketch to address it. Reply with the whole revised sketch in one ```js block."
-)
+REVISE_TEMPLATE = REVISION_TEMPLATE  # the one revision request (brushrl.prompts)
 #: The revision request of a single-turn source (the local policy): the original request, the
 #: previous sketch and the critique in one user message.
 REVISE_SINGLE_TURN_TEMPLATE = "{user_prompt}\n\nYour previous sketch:\n\n{previous_reply}\n\n" + REVISE_TEMPLATE

@@ -11,6 +11,24 @@ from PIL import Image
 PAINT_DISTANCE = 32.0
 
 
+def paint_mask(png_bytes: bytes) -> np.ndarray:
+    """Which pixels are paint: bool ``[H, W]`` (definition in :func:`paint_fraction`).
+
+    Raises:
+        PIL.UnidentifiedImageError: if the bytes are not an image.
+    """
+    image = Image.open(io.BytesIO(png_bytes)).convert("RGBA")
+    white = Image.new("RGBA", image.size, (255, 255, 255, 255))
+    white.alpha_composite(image)
+    rgb = np.asarray(white.convert("RGB"), dtype=np.float32)  # H x W x 3 in 0..255
+    q = rgb.astype(np.uint32) >> 4
+    key = (q[..., 0] << 8) | (q[..., 1] << 4) | q[..., 2]
+    modal_key = np.bincount(key.ravel(), minlength=4096).argmax()
+    background = rgb[key == modal_key].mean(axis=0)
+    distance = np.sqrt(((rgb - background) ** 2).sum(axis=-1))
+    return distance > PAINT_DISTANCE
+
+
 def paint_fraction(png_bytes: bytes) -> float:
     """Share of pixels that differ from the canvas background, in [0, 1].
 
@@ -27,13 +45,4 @@ def paint_fraction(png_bytes: bytes) -> float:
     Raises:
         PIL.UnidentifiedImageError: if the bytes are not an image.
     """
-    image = Image.open(io.BytesIO(png_bytes)).convert("RGBA")
-    white = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    white.alpha_composite(image)
-    rgb = np.asarray(white.convert("RGB"), dtype=np.float32)  # H x W x 3 in 0..255
-    q = rgb.astype(np.uint32) >> 4
-    key = (q[..., 0] << 8) | (q[..., 1] << 4) | q[..., 2]
-    modal_key = np.bincount(key.ravel(), minlength=4096).argmax()
-    background = rgb[key == modal_key].mean(axis=0)
-    distance = np.sqrt(((rgb - background) ** 2).sum(axis=-1))
-    return float((distance > PAINT_DISTANCE).mean())
+    return float(paint_mask(png_bytes).mean())

@@ -87,6 +87,39 @@ class JudgeActor:
         return out
 
 
+class CriticActor:
+    """The critic of multi-turn revision (``reward.critic.kind``) behind
+    :class:`~brushrl.reward.critic.Critic`.
+
+    Args:
+        cfg: ``reward`` (``critic``, ``pool``, ``judge``). template: ``prompts.template``.
+        canvas_size: ``render.canvas_size``. servers: the judge servers brushrl serves (judge critic).
+    """
+
+    def __init__(self, cfg: RewardConfig, template: str, canvas_size: int, servers: list | None = None):
+        from brushrl.reward.critic import CpuCritic
+
+        pool = ReferencePool(cfg.pool.path)
+        cpu = CpuCritic([e for e in pool.entries if e.tier in cfg.pool.tiers], cfg.critic, template, canvas_size)
+        if cfg.critic.kind == "cpu":
+            self.critic = cpu
+        else:
+            from brushrl.reward.judge import OpenAIJudgeBackend
+            from brushrl.reward.judge_critic import JudgeCritic
+
+            endpoints = None
+            if servers:
+                from brushrl.reward.judge_server import ReplicaRouter
+
+                endpoints = ReplicaRouter(servers, refresh_timeout_s=cfg.judge.serve.startup_timeout_s)
+            self.critic = JudgeCritic(OpenAIJudgeBackend(cfg.judge, endpoints=endpoints), pool, cfg.judge,
+                                      cfg.critic, cpu)
+
+    def critique(self, samples, prompt: str, seed: int):
+        """``Critic.critique``."""
+        return self.critic.critique(samples, prompt, seed)
+
+
 def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = SCORER_NUM_CPUS, placement: ActorPlacement | None = None):
     """Start a ``PoolScorerActor`` (restarted by Ray if it dies) with ``num_cpus`` logical CPUs and
     what ``placement`` (e.g. ``cfg.resources.scorer``) asks for."""
@@ -103,10 +136,12 @@ class RewardActors:
 
     scorers: dict = field(default_factory=dict)
     servers: list = field(default_factory=list)
+    critic: object = None
+    """The :class:`CriticActor` of multi-turn revision (None: single-turn)."""
 
     @property
     def actors(self) -> list:
-        return [*self.servers, *self.scorers.values()]
+        return [*self.servers, *self.scorers.values(), *([self.critic] if self.critic is not None else [])]
 
     def wait_ready(self, timeout_s: float, say: Callable[[str], None] = print) -> list[str]:
         """Block until every judge server answers ``GET /health``; returns their base URLs.
@@ -136,9 +171,13 @@ class RewardActors:
 
 
 def start_reward_actors(cfg: RewardConfig, resources: ResourcesConfig | None = None,
-                        log_dir: str | None = None) -> RewardActors:
+                        log_dir: str | None = None, critic_template: str | None = None,
+                        canvas_size: int = 600) -> RewardActors:
     """Start one actor per weighted scorer component (``cfg.scorers``), and the judge servers when
-    brushrl serves the judge (``cfg.judge.serve``), without waiting for them.
+    brushrl serves the judge (``cfg.judge.serve``) for the judge scorer or the judge critic,
+    without waiting for them. With ``critic_template`` (``prompts.template``; multi-turn revision)
+    also the :class:`CriticActor` of ``cfg.critic`` for ``canvas_size`` pixel canvases, on
+    ``resources.scorer``.
 
     Placement (``resources``; None: the defaults, nothing asked beyond CPUs): ``pool_similarity`` and
     the judge's client on ``resources.scorer``; the judge servers (``serve.replicas``), or the
@@ -147,7 +186,8 @@ def start_reward_actors(cfg: RewardConfig, resources: ResourcesConfig | None = N
     """
     res = resources or ResourcesConfig()
     out = RewardActors()
-    if "judge" in cfg.scorers and cfg.judge.serve is not None:
+    judge_critic = critic_template is not None and cfg.critic.kind == "judge"
+    if ("judge" in cfg.scorers or judge_critic) and cfg.judge.serve is not None:
         from brushrl.reward.judge_server import start_judge_servers
 
         out.servers = start_judge_servers(cfg.judge, res.judge, log_dir)
@@ -162,4 +202,7 @@ def start_reward_actors(cfg: RewardConfig, resources: ResourcesConfig | None = N
             from brushrl.reward.hpsv3 import make_hpsv3_actor
 
             out.scorers[name] = make_hpsv3_actor(cfg.hpsv3, res.hpsv3)
+    if critic_template is not None:
+        out.critic = ray.remote(num_cpus=SCORER_NUM_CPUS, max_restarts=-1, **ray_options(res.scorer))(
+            CriticActor).remote(cfg, critic_template, canvas_size, out.servers or None)
     return out

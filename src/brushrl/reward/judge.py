@@ -185,6 +185,11 @@ def resize_png(png: bytes, side: int) -> bytes:
     return buf.getvalue()
 
 
+def image_item(png: bytes) -> dict:
+    """An OpenAI chat content item holding ``png`` as a base64 data URL."""
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode("ascii")}}
+
+
 def parse_verdict(content: str | None) -> Verdict:
     """Parse a judge's message content ``{"winner": "A"|"B", "reason": str}``.
 
@@ -269,13 +274,10 @@ class OpenAIJudgeBackend:
         self._lock = threading.Lock()
 
     def _payload(self, a: bytes, b: bytes) -> dict:
-        def image(png: bytes) -> dict:
-            url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-            return {"type": "image_url", "image_url": {"url": url}}
-
         return {
             "model": self.cfg.model,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": self.prompt}, image(a), image(b)]}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": self.prompt}, image_item(a),
+                                                      image_item(b)]}],
             "temperature": 0.0,
             "max_tokens": self.cfg.max_tokens,
             "response_format": {
@@ -290,36 +292,48 @@ class OpenAIJudgeBackend:
 
     def compare(self, a: bytes, b: bytes) -> Verdict:
         """Ask one ordered pair (A = ``a``, B = ``b``); see the class docstring for retries."""
-        payload = self._payload(a, b)
-        verdict = Verdict(None, "error:no_attempt")
+        content, cause = self.chat(self._payload(a, b))
+        if cause is not None:
+            return Verdict(None, cause)
+        verdict = parse_verdict(content)
+        self._count("ok" if verdict.winner else "malformed")
+        return verdict
+
+    def chat(self, payload: dict) -> tuple[str | None, str | None]:
+        """POST one chat-completions ``payload`` with the class docstring's retries (the judge's
+        verdicts and the judge critic's critiques, ``brushrl.reward.judge_critic``, both go here).
+
+        Returns:
+            ``(message content, None)`` on HTTP 200 (content None when the answer has none), or
+            ``(None, cause)``: ``timeout``, ``connection``, ``http_<status>`` after the last try.
+        """
+        cause = "error:no_attempt"
         for attempt in range(1, self.cfg.attempts + 1):
             replica, url = self.endpoints.acquire()
             refused = False
             try:
                 resp = self.client.post(f"{url}/chat/completions", json=payload)
             except httpx.TimeoutException:
-                verdict, retry = Verdict(None, "timeout"), True
+                cause, retry = "timeout", True
             except httpx.TransportError as exc:
                 log.debug("judge transport error: %r", exc)
-                verdict, retry, refused = Verdict(None, "connection"), True, True
+                cause, retry, refused = "connection", True, True
             else:
                 if resp.status_code == 200:
                     try:
                         content = resp.json()["choices"][0]["message"]["content"]
                     except (ValueError, KeyError, IndexError, TypeError):
                         content = None
-                    verdict = parse_verdict(content)
-                    self._count("ok" if verdict.winner else "malformed")
                     self.endpoints.release(replica)
-                    return verdict
-                verdict = Verdict(None, f"http_{resp.status_code}")
+                    return content, None
+                cause = f"http_{resp.status_code}"
                 retry = resp.status_code == 429 or resp.status_code >= 500
             self.endpoints.release(replica, failed_to_connect=refused)
-            self._count(verdict.cause or "ok")
+            self._count(cause)
             if not retry or attempt == self.cfg.attempts:
                 break
             time.sleep(self.cfg.backoff_s * attempt)
-        return verdict
+        return None, cause
 
     def compare_many(self, pairs: Sequence[tuple[bytes, bytes]]) -> list[Verdict]:
         """All pairs concurrently (``cfg.max_concurrency`` requests in flight)."""

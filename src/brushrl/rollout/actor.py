@@ -27,9 +27,9 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     folder holding the driver's ``brushrl`` package, so both sides run the same brushrl code.
 
     Returns:
-        The actor handle; call ``generate.remote(prompts, n, seed)``,
+        The actor handle; call ``generate.remote(prompts, n, seed)``, ``revise.remote(requests, seed)``,
         ``load_adapter.remote(state, version)``, ``policy_version.remote()``; the vLLM actor also
-        has ``registered_adapters.remote()``.
+        has ``registered_adapters.remote()`` and ``prefix_cache_stats.remote()``.
     """
     from brushrl.plan.resources import ray_options
 
@@ -69,6 +69,12 @@ class _VLLMActor:
 
     def generate(self, prompts, n, seed=None):
         return self.engine.generate(prompts, n, seed)
+
+    def revise(self, requests, seed=None):
+        return self.engine.revise(requests, seed)
+
+    def prefix_cache_stats(self):
+        return self.engine.prefix_cache_stats()
 
     def load_adapter(self, state, version):
         return self.engine.load_adapter(state, version)

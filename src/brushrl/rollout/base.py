@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from brushrl.types import Completion
+from brushrl.types import Completion, Critique
 
 
 @runtime_checkable
@@ -29,6 +29,24 @@ class RolloutEngine(Protocol):
 
         Returns:
             ``len(prompts)`` lists of ``n`` completions, in prompt order.
+        """
+        ...
+
+    def revise(self, requests: list[tuple[Completion, Critique]], seed: int | None = None) -> list[Completion]:
+        """One revised reply per ``(previous turn, critique of its painting)`` of a multi-turn
+        trajectory (``rollout.turns`` > 1).
+
+        Invariant (``brushrl.conversation``): each returned completion's ``prompt_ids`` is the
+        previous turn's ``prompt_ids + completion_ids`` followed by the critique's user turn and the
+        assistant header, tokens as sampled (never re-tokenised), and its ``prompt`` is the previous
+        turn's user prompt.
+
+        Args:
+            requests: ``(previous completion, critique)`` pairs, one per trajectory going on.
+            seed: as in :meth:`generate`.
+
+        Returns:
+            ``len(requests)`` completions, in request order.
         """
         ...
 

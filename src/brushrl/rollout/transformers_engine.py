@@ -12,9 +12,10 @@ from peft.utils import load_peft_weights
 from transformers import GenerationConfig
 
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
+from brushrl.conversation import next_context
 from brushrl.policy import load_policy
 from brushrl.prompts import chat_messages
-from brushrl.types import Completion
+from brushrl.types import Completion, Critique
 
 log = logging.getLogger(__name__)
 
@@ -108,14 +109,14 @@ class TransformersEngine:
         )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _generation_config(self, n: int) -> GenerationConfig:
+    def _generation_config(self, n: int, max_new_tokens: int | None = None) -> GenerationConfig:
         cfg = self.rollout_cfg
         return GenerationConfig(
             do_sample=True,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
             top_k=cfg.top_k,
-            max_new_tokens=cfg.max_new_tokens,
+            max_new_tokens=max_new_tokens or cfg.max_new_tokens,
             num_return_sequences=n,
             eos_token_id=sorted(self.stop_ids),
             pad_token_id=self.tokenizer.pad_token_id,
@@ -123,37 +124,62 @@ class TransformersEngine:
             return_dict_in_generate=True,
         )
 
-    @torch.no_grad()
+    def revise(self, requests: list[tuple[Completion, Critique]], seed: int | None = None) -> list[Completion]:
+        """One revised reply per ``(previous turn, critique of its painting)`` (see
+        ``RolloutEngine.revise``); the contexts are left-padded into one ``generate`` call."""
+        if seed is not None:
+            torch.manual_seed(seed)
+        contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
+        rows, gen_s = self._sample(contexts, 1)
+        return [self._completion(prev.prompt, ctx, row, gen_s) for (prev, _), ctx, row in zip(requests, contexts, rows)]
+
     def _group(self, prompt: str, n: int) -> list[Completion]:
         prompt_ids = self.prompt_ids(prompt)
-        ids = torch.tensor([prompt_ids], device=self.device)
+        rows, gen_s = self._sample([prompt_ids], n)
+        return [self._completion(prompt, prompt_ids, row, gen_s) for row in rows]
+
+    @torch.no_grad()
+    def _sample(self, contexts: list[list[int]], n: int) -> tuple[list[tuple[list[int], list[float]]], float]:
+        """``n`` samples per context in one ``generate`` call (contexts left-padded to a common
+        length; pad positions are masked). Returns per sample, context-major, ``(token ids, raw
+        log-probs)`` of the whole generated length T (stop token and padding included), and the
+        call's wall seconds. At most ``rollout.max_new_tokens`` new tokens, fewer where the context
+        would otherwise outgrow the model's ``max_position_embeddings`` (a long revision turn: its
+        reply is then cut, ``truncated``)."""
+        width = max(len(c) for c in contexts)
+        max_new = self.rollout_cfg.max_new_tokens
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit:
+            max_new = max(1, min(max_new, limit - width))
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=self.device)
         t0 = time.perf_counter()
-        out = self.model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=self._generation_config(n)
-        )
+        out = self.model.generate(input_ids=ids, attention_mask=mask,
+                                  generation_config=self._generation_config(n, max_new))
         gen_s = time.perf_counter() - t0
-        tokens = out.sequences[:, ids.shape[1] :]  # [n, T]
-        # Raw (unprocessed) logits of each step, [n, V] each -> log-prob of the sampled token, [n, T].
+        tokens = out.sequences[:, width:]  # [len(contexts) * n, T]
+        # Raw (unprocessed) logits of each step, [rows, V] each -> log-prob of the sampled token, [rows, T].
         logprobs = torch.stack(
             [torch.log_softmax(step.float(), dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1)
              for t, step in enumerate(out.logits)],
             dim=1,
         )
-        group = []
-        for row in range(tokens.shape[0]):
-            ids_row = tokens[row].tolist()
-            end = next((i + 1 for i, tok in enumerate(ids_row) if tok in self.stop_ids), None)
-            kept = ids_row if end is None else ids_row[:end]
-            group.append(
-                Completion(
-                    prompt=prompt,
-                    text=self.tokenizer.decode(kept, skip_special_tokens=True),
-                    prompt_ids=list(prompt_ids),
-                    completion_ids=kept,
-                    logprobs=logprobs[row, : len(kept)].tolist(),
-                    policy_version=self._version,
-                    truncated=end is None,
-                    gen_s=gen_s,
-                )
-            )
-        return group
+        return [(tokens[row].tolist(), logprobs[row].tolist()) for row in range(tokens.shape[0])], gen_s
+
+    def _completion(self, prompt: str, prompt_ids: list[int], row: tuple[list[int], list[float]],
+                    gen_s: float) -> Completion:
+        """A :class:`Completion` of one sampled row, cut after its first stop token."""
+        ids_row, logprobs = row
+        end = next((i + 1 for i, tok in enumerate(ids_row) if tok in self.stop_ids), None)
+        kept = ids_row if end is None else ids_row[:end]
+        return Completion(
+            prompt=prompt,
+            text=self.tokenizer.decode(kept, skip_special_tokens=True),
+            prompt_ids=list(prompt_ids),
+            completion_ids=kept,
+            logprobs=logprobs[: len(kept)],
+            policy_version=self._version,
+            truncated=end is None,
+            gen_s=gen_s,
+        )

@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
+from brushrl.conversation import next_context
 from brushrl.prompts import chat_messages
-from brushrl.types import Completion
+from brushrl.types import Completion, Critique
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,10 @@ class VLLMEngine:
             max_num_seqs=rollout_cfg.max_num_seqs,  # what brushrl.plan.memory sizes the KV cache for
             seed=seed,
             gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
+            # A revision turn's context is the previous turn's tokens plus the critique
+            # (brushrl.conversation): its blocks are found here (V1's default, made explicit).
+            enable_prefix_caching=True,
+            disable_log_stats=rollout_cfg.turns == 1,  # multi-turn: prefix_cache_stats() reads the counters
             **kwargs,
         )
         self.init_s = time.perf_counter() - t0
@@ -128,12 +133,22 @@ class VLLMEngine:
 
     def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
         """Sample ``n`` completions per user prompt (see ``RolloutEngine.generate``)."""
+        return self._generate(prompts, [self.prompt_ids(p) for p in prompts], n, seed)
+
+    def revise(self, requests: list[tuple[Completion, Critique]], seed: int | None = None) -> list[Completion]:
+        """One revised reply per ``(previous turn, critique)`` (``RolloutEngine.revise``): the
+        context extends the previous turn's tokens, so its blocks come from the prefix cache when
+        the same adapter sampled them and they were not evicted."""
+        contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
+        return [g[0] for g in self._generate([prev.prompt for prev, _ in requests], contexts, 1, seed)]
+
+    def _generate(self, prompts: list[str], prompt_ids: list[list[int]], n: int,
+                  seed: int | None) -> list[list[Completion]]:
         cfg = self.rollout_cfg
         params = self._SamplingParams(
             n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
             max_tokens=cfg.max_new_tokens, logprobs=0, seed=seed,
         )
-        prompt_ids = [self.prompt_ids(p) for p in prompts]
         t0 = time.perf_counter()
         outs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params,
                                  lora_request=self._lora, use_tqdm=False)
@@ -149,6 +164,19 @@ class VLLMEngine:
                                         truncated=o.finish_reason == "length", gen_s=gen_s))
             groups.append(group)
         return groups
+
+    def prefix_cache_stats(self) -> dict[str, float]:
+        """vLLM's prefix-cache counters (``vllm:prefix_cache_queries`` / ``_hits``, in tokens) from
+        ``LLM.get_metrics()``; ``{}`` where this vLLM does not report them."""
+        try:
+            metrics = self.llm.get_metrics()
+        except Exception:  # noqa: BLE001 - metrics are optional (stat logging off, older vLLM)
+            return {}
+        out = {}
+        for m in metrics:
+            if m.name in ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"):
+                out[m.name.split(":", 1)[1]] = float(getattr(m, "value", 0.0))
+        return out
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """Token ids of the chat-formatted prompt (same template as the transformers engine)."""
