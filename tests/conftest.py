@@ -3,7 +3,10 @@ imports them with ``from conftest import ...``)."""
 
 from __future__ import annotations
 
+import json
 import socket
+
+import pytest
 
 from brushrl.ray_setup import free_port  # noqa: F401 - re-exported for the test files
 
@@ -76,3 +79,68 @@ class Listener:
         self._thread.join()
         self.tcp.close()
         self.udp.close()
+
+
+class JsonHandler:
+    """Mixin for a ``BaseHTTPRequestHandler`` of a stand-in server: HTTP/1.1 keep-alive, no access
+    log, ``_send(status, obj)`` answers with ``obj`` as JSON."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class LocalHTTPServer:
+    """A real threaded HTTP server on 127.0.0.1 (an OS-chosen port) serving ``handler`` in a daemon
+    thread; ``url`` is its OpenAI-style root ``http://127.0.0.1:PORT/v1``. A client that timed out
+    and hung up is not reported (tests do that on purpose)."""
+
+    def __init__(self, handler) -> None:
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass
+
+        self.httpd = Server(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class StandInServer:
+    """Base of a test's stand-in server class: ``_serve(handler)`` starts it (``url``), ``close()``
+    stops it."""
+
+    def _serve(self, handler) -> None:
+        self.http = LocalHTTPServer(handler)
+        self.url = self.http.url
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@pytest.fixture
+def fresh_ray():
+    """No Ray connection before the test (its code starts its own cluster) and none after it."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    yield
+    ray.shutdown()

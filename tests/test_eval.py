@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import ray
 
 from brushrl.artifacts.eval_report import build_report, headline_lines, table_lines
 from brushrl.artifacts.summary import summarize
@@ -118,14 +117,6 @@ def test_summary_ends_with_the_eval_headline(tmp_path):
     assert lines[0].startswith("run 'local': finished, 2/2 steps")
     assert any(line.startswith("eval held-out (2x6): reward base") for line in lines)
     assert any(line.startswith("eval page: ") for line in lines) and len("\n".join(lines)) < 2000
-
-
-@pytest.fixture
-def fresh_ray():
-    if ray.is_initialized():
-        ray.shutdown()
-    yield
-    ray.shutdown()
 
 
 @pytest.mark.slow

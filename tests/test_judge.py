@@ -9,7 +9,7 @@ import io
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from brushrl.reward.judge import (
     TransformersJudgeBackend,
     parse_verdict,
 )
+from conftest import JsonHandler, StandInServer
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "pools/starter"
@@ -41,7 +42,7 @@ def _darkness(data_url: str) -> float:
     return 255 - float(np.asarray(Image.open(io.BytesIO(png)).convert("L")).mean())
 
 
-class ChatServer:
+class ChatServer(StandInServer):
     """A real HTTP/1.1 server speaking ``POST /v1/chat/completions``; ``mode`` picks its behaviour.
 
     Modes: ``judge`` (the darker image wins: more paint), ``always_a``, ``http_500_then_ok`` (every
@@ -56,12 +57,7 @@ class ChatServer:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(JsonHandler, BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 assert self.path == "/v1/chat/completions", self.path
@@ -98,26 +94,7 @@ class ChatServer:
                 a, b = (_darkness(p["image_url"]["url"]) for p in parts if p["type"] == "image_url")
                 return json.dumps({"winner": "A" if a > b else "B", "reason": "more paint"})
 
-            def _send(self, status, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request, client_address):
-                pass  # a client that timed out and hung up is part of the tests
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(Handler)
 
 
 @pytest.fixture()

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,14 @@ from brushrl.reward.critic import CpuCritic
 from brushrl.reward.judge import OpenAIJudgeBackend, resize_png
 from brushrl.reward.judge_critic import JudgeCritic, parse_critique
 from brushrl.types import Completion, GateVerdict, RenderResult, Sample
+from conftest import JsonHandler, StandInServer
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ReferencePool(ROOT / "pools/starter")
 PROMPT = "Paint a peach hibiscus in loose watercolour."
 
 
-class CritiqueServer:
+class CritiqueServer(StandInServer):
     """``POST /v1/chat/completions``: answers ``{"critique": ..., "done": false}`` naming how many
     images it was sent (``ok``), text that is not JSON (``malformed``) or HTTP 400 (``http_400``)."""
 
@@ -33,12 +33,7 @@ class CritiqueServer:
         self.mode, self.payloads = mode, []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(JsonHandler, BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.payloads.append(body)
@@ -49,22 +44,7 @@ class CritiqueServer:
                            json.dumps({"critique": f"Saw {len(images)} images: add a darker centre.", "done": False}))
                 self._send(200, {"choices": [{"message": {"role": "assistant", "content": content}}]})
 
-            def _send(self, status, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(Handler)
 
 
 @pytest.fixture()

@@ -48,14 +48,6 @@ def small_overrides(tmp_path: Path, steps: int = 2) -> dict:
     }
 
 
-@pytest.fixture
-def fresh_ray():
-    if ray.is_initialized():
-        ray.shutdown()
-    yield
-    ray.shutdown()
-
-
 def _scrape(port: int, names: list[str], timeout_s: float = 90.0) -> str:
     """The node's Prometheus text once every one of ``names`` is in it (Ray exports every ~10 s),
     or the last text seen after ``timeout_s`` seconds."""

@@ -18,7 +18,7 @@ import pytest
 
 from brushrl.config import load_config
 from brushrl.orchestrator.trainer import Trainer
-from test_train import ROOT, fresh_ray, small_overrides  # noqa: F401 - fixture
+from test_train import ROOT, small_overrides
 from test_vllm_engine import LOGPROB_TOL, VLLM_PYTHON
 
 pytestmark = [
@@ -28,7 +28,7 @@ pytestmark = [
 ]
 
 
-def test_two_async_steps_on_vllm_use_its_behaviour_logprobs(tmp_path, fresh_ray):  # noqa: F811
+def test_two_async_steps_on_vllm_use_its_behaviour_logprobs(tmp_path, fresh_ray):
     cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp_path) | {
         "rollout.backend": "vllm", "rollout.python": str(VLLM_PYTHON),
         "rollout.adapter_dir": str(tmp_path / "adapters"),
