@@ -339,14 +339,15 @@ class Renderer:
         self._dispose(spare)
         return None
 
-    def _open_spare(self, size: int) -> None:
+    def _open_spare(self, size: int, left_ms: float) -> None:
         """Open the next render's page now; its libraries load while this render's sketch draws
-        (the driver serves the spare's requests during the render's wait). A failure only costs
-        the next render its head start."""
+        (the driver serves the spare's requests during the render's wait, and this render's own
+        reports while the spare opens). Waits at most ``left_ms`` of this render's deadline. A
+        failure only costs the next render its head start."""
         if not self.spare_page or self._spare is not None:
             return
         try:
-            self._spare = SketchPage(self._browser, self._assets, size, timeout_ms=SPARE_OPEN_MS)
+            self._spare = SketchPage(self._browser, self._assets, size, timeout_ms=min(SPARE_OPEN_MS, left_ms))
         except PlaywrightError as exc:
             log.debug("renderer %s: no spare page: %s", self.actor_id, exc)
 
@@ -382,7 +383,7 @@ class Renderer:
             page = self._take_spare(size) or SketchPage(self._browser, self._assets, size, timeout_ms=left_ms())
             page.deliver(code, seed)
             t_commit = time.monotonic()
-            self._open_spare(size)
+            self._open_spare(size, left_ms())
             # Wait in the driver, not in the page: the binding callback runs during these waits.
             while not page.done() and not page.crashed and not page.left and time.monotonic() - start < deadline_s:
                 page.page.wait_for_timeout(min(POLL_MS, left_ms()))
