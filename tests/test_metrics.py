@@ -107,5 +107,15 @@ def _publish_and_scrape() -> None:
                 assert any(f'{label}="' in ln for ln in series), f"{name}: no {label} label"
         assert re.search(r'ray_brushrl_render_quantile_seconds\{[^}]*quantile="0.95"[^}]*\} 2.9', text)
         assert re.search(r'ray_brushrl_learner_idle_share\{[^}]*\} 0.75', text)
+        # Nothing is set again: Ray alone drops a gauge ~20 s after its last recording (measured,
+        # Ray 2.60, with the default 10 s report interval); every gauge must outlive that, at its value.
+        gauges = [n for n, (kind, _) in wanted.items() if kind == "gauge"]
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 35.0:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            gone = [n for n in gauges if n not in text]
+            assert not gone, f"{time.monotonic() - quiet_since:.1f} s after the last set, gone: {gone}"
+            assert re.search(r'ray_brushrl_learner_idle_share\{[^}]*\} 0.75', text)
+            time.sleep(1)
     finally:
         ray.shutdown()

@@ -28,6 +28,10 @@ agreement). Every metric also carries Ray's own labels (``SessionName``, ``NodeA
 
 from __future__ import annotations
 
+import threading
+import time
+
+import ray
 from ray.util import metrics as rm
 
 from brushrl.orchestrator.capacity import LEDGER_STATES  # the ledger's group counts, defined once
@@ -41,46 +45,120 @@ RENDER_BUCKETS_S = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 90, 120, 300)
 RENDER_QUANTILES = (0.5, 0.95)
 
 
-class PipelineMetrics:
-    """Holds the metric objects; create one per process after ``ray.init``."""
+def _refresh_period_s() -> float:
+    """Seconds between re-recordings of the gauges: half of Ray's metrics report interval.
+
+    Ray 2.60's metrics agent drops a gauge's series ``2 * metrics_report_interval_ms`` (10 s by
+    default) after the process last recorded it (``ray/_private/telemetry/
+    open_telemetry_metric_recorder.py``, ``_gauge_metric_ttl_s``), while a learner step lasts
+    minutes (the seeds': 15-18 min), so a gauge set once per step would be gone most of the time.
+    """
+    try:
+        return max(0.25, ray._config.metrics_report_interval_ms() / 2000)  # noqa: SLF001 - Ray's own setting
+    except Exception:  # noqa: BLE001 - a private API; the default interval is 10 s
+        return 5.0
+
+
+class _GaugeRefresher:
+    """Re-records the last value of every gauge series of this process until a newer run replaces them.
+
+    One per process (``REFRESHER``), on a daemon thread started with the first value. ``forget``
+    drops every remembered series: a new ``PipelineMetrics`` (a new run in the same process) must
+    not have the previous run's values re-recorded over its own.
+    """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[tuple, tuple] = {}
+        self._thread: threading.Thread | None = None
+
+    def remember(self, gauge: rm.Gauge, value: float, tags: dict | None) -> None:
+        with self._lock:
+            self._last[(id(gauge), tuple(sorted((tags or {}).items())))] = (gauge, value, tags)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="brushrl-gauge-refresh", daemon=True)
+                self._thread.start()
+
+    def forget(self) -> None:
+        with self._lock:
+            self._last.clear()
+
+    def _run(self) -> None:
+        period = _refresh_period_s()
+        while True:
+            time.sleep(period)
+            if not ray.is_initialized():
+                continue
+            with self._lock:
+                series = list(self._last.values())
+            for gauge, value, tags in series:
+                try:
+                    gauge.set(value, tags=tags)
+                except Exception:  # noqa: BLE001 - Ray shut down between the check and the call
+                    break
+
+
+REFRESHER = _GaugeRefresher()
+
+
+class KeptGauge:
+    """A ``ray.util.metrics.Gauge`` whose last value per tag set stays on the endpoint between sets
+    (``_GaugeRefresher``); same ``set(value, tags=None)``."""
+
+    def __init__(self, name: str, description: str, tag_keys: tuple[str, ...] = ()) -> None:
+        self._gauge = rm.Gauge(name, description, tag_keys=tag_keys)
+
+    def set(self, value: float, tags: dict[str, str] | None = None) -> None:
+        self._gauge.set(value, tags=tags)
+        REFRESHER.remember(self._gauge, value, tags)
+
+
+class PipelineMetrics:
+    """Holds the metric objects; create one per process after ``ray.init``.
+
+    Every gauge is a ``KeptGauge``: its last value stays on the node's Prometheus endpoint while
+    the process lives (Ray alone drops it ~20 s after the last ``set``, long before the next step),
+    until a newer ``PipelineMetrics`` in the same process takes over the names.
+    """
+
+    def __init__(self) -> None:
+        REFRESHER.forget()
         self.renders = rm.Counter("brushrl_renders_total", "Renders finished", tag_keys=("status",))
-        self.renders_per_s = rm.Gauge("brushrl_renders_per_second", "Renders per wall second, last step")
-        self.render_s = rm.Gauge("brushrl_render_seconds", "Mean render wall seconds, last step")
-        self.render_q = rm.Gauge("brushrl_render_quantile_seconds", "Render wall seconds quantile, last step",
+        self.renders_per_s = KeptGauge("brushrl_renders_per_second", "Renders per wall second, last step")
+        self.render_s = KeptGauge("brushrl_render_seconds", "Mean render wall seconds, last step")
+        self.render_q = KeptGauge("brushrl_render_quantile_seconds", "Render wall seconds quantile, last step",
                                  tag_keys=("quantile",))
         self.render_hist = rm.Histogram("brushrl_render_duration_seconds", "Wall seconds of one render",
                                         boundaries=list(RENDER_BUCKETS_S))
-        self.queue = rm.Gauge("brushrl_queue_depth", "Jobs waiting for a free worker", tag_keys=("queue",))
-        self.inflight = rm.Gauge("brushrl_inflight_groups", "Groups being generated, rendered or scored")
-        self.renderers = rm.Gauge("brushrl_renderers", "Renderer actors in the pool")
+        self.queue = KeptGauge("brushrl_queue_depth", "Jobs waiting for a free worker", tag_keys=("queue",))
+        self.inflight = KeptGauge("brushrl_inflight_groups", "Groups being generated, rendered or scored")
+        self.renderers = KeptGauge("brushrl_renderers", "Renderer actors in the pool")
         self.samples = rm.Counter("brushrl_samples_total", "Completions produced")
-        self.render_cache = rm.Gauge("brushrl_render_cache_hit_rate", "Render cache hit rate, last step")
+        self.render_cache = KeptGauge("brushrl_render_cache_hit_rate", "Render cache hit rate, last step")
         self.gate = rm.Counter("brushrl_gate_verdicts_total", "Gate verdicts", tag_keys=("verdict",))
-        self.gate_pass = rm.Gauge("brushrl_gate_pass_rate", "Gate pass rate, last step")
-        self.reward = rm.Gauge("brushrl_reward_mean", "Mean reward component, last step", tag_keys=("component",))
+        self.gate_pass = KeptGauge("brushrl_gate_pass_rate", "Gate pass rate, last step")
+        self.reward = KeptGauge("brushrl_reward_mean", "Mean reward component, last step", tag_keys=("component",))
         self.none = rm.Counter("brushrl_reward_none_total", "None rewards", tag_keys=("cause",))
         self.scorer_none = rm.Counter("brushrl_scorer_none_total", "Samples a scorer could not score",
                                       tag_keys=("scorer_cause",))
         self.groups = rm.Counter("brushrl_groups_total", "Groups by outcome", tag_keys=("status",))
-        self.staleness = rm.Gauge("brushrl_staleness_steps", "Largest policy-version lag of a trained sample, last step")
-        self.step_s = rm.Gauge("brushrl_step_seconds", "Wall seconds of the last step")
-        self.update_s = rm.Gauge("brushrl_learner_update_seconds", "Optimizer-step seconds of the last step")
-        self.idle = rm.Gauge("brushrl_learner_idle_share", "Share of the last step the learner was idle")
-        self.sync_s = rm.Gauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
-        self.version = rm.Gauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
-        self.ledger = rm.Gauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
+        self.staleness = KeptGauge("brushrl_staleness_steps", "Largest policy-version lag of a trained sample, last step")
+        self.step_s = KeptGauge("brushrl_step_seconds", "Wall seconds of the last step")
+        self.update_s = KeptGauge("brushrl_learner_update_seconds", "Optimizer-step seconds of the last step")
+        self.idle = KeptGauge("brushrl_learner_idle_share", "Share of the last step the learner was idle")
+        self.sync_s = KeptGauge("brushrl_weight_sync_seconds", "Seconds of the last weight sync to the rollout engine")
+        self.version = KeptGauge("brushrl_policy_version", "Policy version that generated the last step's rollouts")
+        self.ledger = KeptGauge("brushrl_pipeline_groups", "Group ledger counts", tag_keys=("state",))
         # Incremented by the renderer actors (count_unisolated_renderer); declared here so that the
         # driver's metric table is complete.
         self.unisolated = rm.Counter(*UNISOLATED)
-        self.turn_reward = rm.Gauge("brushrl_turn_reward_mean", "Mean reward of one revision turn, last step",
+        self.turn_reward = KeptGauge("brushrl_turn_reward_mean", "Mean reward of one revision turn, last step",
                                     tag_keys=("turn",))
-        self.turn_gate = rm.Gauge("brushrl_turn_gate_pass_rate", "Gate pass rate of one revision turn, last step",
+        self.turn_gate = KeptGauge("brushrl_turn_gate_pass_rate", "Gate pass rate of one revision turn, last step",
                                   tag_keys=("turn",))
-        self.improved = rm.Gauge("brushrl_trajectories_improved_share",
+        self.improved = KeptGauge("brushrl_trajectories_improved_share",
                                  "Share of trajectories whose last turn beat their first, last step")
-        self.critic_s = rm.Gauge("brushrl_critic_seconds", "Seconds groups waited for critiques, last step")
+        self.critic_s = KeptGauge("brushrl_critic_seconds", "Seconds groups waited for critiques, last step")
         # Measured with Ray 2.60: one gauge that was declared but never set made the node's exporter
         # drop *every* gauge (counters still came through), so each gauge starts at 0.
         for state in LEDGER_STATES:
