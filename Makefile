@@ -122,7 +122,7 @@ VLLM_TESTS ?= 1
 HPSV3_TESTS ?= 1
 SLOW_E2E ?= 0
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
-	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=15
+	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=40
 
 clean:
 	rm -rf runs .pytest_cache
