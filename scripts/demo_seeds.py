@@ -11,6 +11,13 @@ RUN --checkpoint latest`` with the config's ``eval`` section (the same prompt se
 run). Prints per seed and split the base and final mean reward and gate pass
 rate with 95% intervals, the difference with its interval and whether it clears it, and the wall
 seconds of training (warm start included) and evaluation; writes them as JSON.
+
+    python scripts/demo_seeds.py --report-only [--out docs/perf/demo_seeds.json] [--set KEY=VALUE ...]
+
+trains and samples nothing: each run recorded in ``--out`` (its seeds and probes) is reported again
+with ``brushrl eval RUN --report-only`` (this code's statistics on the same ``eval/samples.parquet``;
+``--set`` goes to that command, e.g. a config field renamed since), and ``--out`` is rewritten with
+the new splits and a ``reported_again`` record (commit, date); the training commit stays.
 """
 
 from __future__ import annotations
@@ -78,6 +85,16 @@ def table(records: list[dict]) -> list[str]:
     return lines
 
 
+def report_again(record: dict, sets: list[str]) -> dict:
+    """``record`` (one seed or probe of the JSON) with its splits re-read after ``brushrl eval RUN
+    --report-only`` (raises ``CalledProcessError`` when that fails)."""
+    extra = [a for s in sets for a in ("--set", s)]
+    subprocess.run([sys.executable, "-m", "brushrl.cli", "eval", record["run"], "--report-only", *extra], check=True,
+                   stdout=subprocess.DEVNULL, cwd=ROOT)
+    report = json.loads((Path(record["run"]) / "eval" / "eval.json").read_text())
+    return {**record, "splits": seed_splits(report)}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="configs/local.yaml")
@@ -86,7 +103,21 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runs", default="/tmp/demo-seeds", help="parent folder of the runs (default: %(default)s)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more training overrides")
     ap.add_argument("--out", default="docs/perf/demo_seeds.json")
+    ap.add_argument("--report-only", action="store_true",
+                    help="train nothing: report the runs recorded in --out again from their eval samples")
     args = ap.parse_args(argv)
+    if args.report_only:
+        record = json.loads(Path(args.out).read_text())
+        record["seeds"] = [report_again(r, args.set) for r in record["seeds"]]
+        record["probes"] = [report_again(r, args.set) for r in record.get("probes", [])]
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=ROOT).stdout.strip()
+        record["reported_again"] = {"commit": commit, "date": time.strftime("%Y-%m-%d"),
+                                    "why": "differences paired by (prompt, sample): the same sampler and render seeds"}
+        print("\n".join(table(record["seeds"] + record["probes"])))
+        Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {args.out}")
+        return record
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
     records = []

@@ -84,6 +84,29 @@ def test_report_gives_the_side_by_side_table_and_the_headline():
 
 
 
+def test_base_vs_checkpoint_difference_is_paired_by_prompt_and_sample():
+    """Every policy samples completion i of a prompt with the same seeds, so the difference is taken
+    per (prompt, sample): a small gain on completions that vary a lot between samples clears its
+    interval paired, although each policy's own interval is wide; a None drops only its pair."""
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
+    prompts = [EvalPrompt(p, "held_out" if p < 2 else "training", f"s{p}", f"prompt {p}", p, p) for p in range(4)]
+    base = _rows("base", 1, 0.0)
+    for r in base:
+        r["total"] = 0.1 + 0.15 * r["sample"]  # samples differ far more than the policies do
+    after = [dict(r, policy="step_0020", total=r["total"] + 0.03) for r in base]
+    after[0]["total"], after[0]["none_cause"] = None, "render_infra"  # prompt 0, sample 0
+    report = build_report(base + after, ["base", "step_0020"], cfg, prompts)
+    held = report["results"]["step_0020"]["vs_base"]["held_out"]
+    assert held["reward"]["n"] == 11 and held["reward"]["diff"] == pytest.approx(0.03)
+    assert held["reward"]["lo"] == pytest.approx(0.03) and held["improved"]
+    mine = report["results"]["step_0020"]["held_out"]["reward"]
+    assert mine["lo"] < report["results"]["base"]["held_out"]["reward"]["mean"]  # alone, within the base's spread
+    # Shuffle which sample is which: the pairs no longer share seeds, the gain is lost in the spread.
+    shuffled = [dict(r, sample=(r["sample"] + 3) % 6) for r in after]
+    held = build_report(base + shuffled, ["base", "step_0020"], cfg, prompts)["results"]["step_0020"]["vs_base"]["held_out"]
+    assert not held["improved"]
+
+
 def test_demo_seeds_reads_each_seeds_eval_into_its_table():
     """scripts/demo_seeds.py (behind docs/perf/demo_seeds.json): base vs final per split from
     eval.json, the difference's interval and whether gate pass held."""
@@ -128,10 +151,14 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
     cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp_path, steps=1))
     Trainer(cfg, log=io.StringIO()).run()
     run = tmp_path / "runs" / "e2e"
+    scope = ["--samples", "2", "--held-out", "1", "--training", "1"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert cli_main(["eval", str(run), "--checkpoint", "latest", "--samples", "2", "--held-out", "1",
-                         "--training", "1"]) == 0
+        assert cli_main(["eval", str(run), "--report-only", *scope]) == 2  # nothing evaluated yet
+    assert "no finished evaluation" in printed.getvalue()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["eval", str(run), "--checkpoint", "latest", *scope]) == 0
     report = json.loads((run / "eval" / "eval.json").read_text())
     assert report["policies"] == ["base", "step_0001"] and report["samples_per_prompt"] == 2
     assert set(report["results"]["base"]) == {"held_out", "training"}
@@ -152,6 +179,14 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
     assert second["results"] == report["results"]
     assert pd.read_parquet(run / "eval" / "samples.parquet")[["policy", "completion", "total"]].equals(
         rows[["policy", "completion", "total"]])
+
+    # --report-only: the statistics again from samples.parquet, nothing sampled (no Ray needed).
+    (run / "eval" / "eval.json").write_text(json.dumps({**report, "results": {}}))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["eval", str(run), "--report-only", *scope]) == 0
+    assert json.loads((run / "eval" / "eval.json").read_text())["results"] == report["results"]
+    assert "step_0001 - base" in printed.getvalue()
 
 
 # ------------------------------------------------------------------------- brushrl eval --turns

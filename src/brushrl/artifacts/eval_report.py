@@ -10,7 +10,12 @@ infrastructure, excluded and counted by cause):
   judge's is its win-rate against the reference pool, both orders), with 95% intervals;
 * per policy after the first, ``vs_<first>``: the difference of its mean reward and gate pass
   rate from the first policy's (the base), with a 95% interval, and ``improved``: the interval of
-  the reward difference lies above 0.
+  the reward difference lies above 0. Differences are paired: completion ``sample`` of a prompt
+  is drawn with the same sampler seed and rendered with the same render seed under every policy
+  (common random numbers, ``orchestrator/evaluate.py``), so the difference is taken per
+  (prompt, sample) over the pairs where both have a reward (``n``), and only the policy varies
+  between the two halves of a pair. On the demo's seeds the two halves correlate (r 0.38-0.47 on
+  held-out prompts, docs/perf/demo_seeds.json), so the paired interval is the narrower honest one.
 
 Intervals are stratified bootstrap percentile intervals (``brushrl.stats.bootstrap_means``,
 ``eval.bootstrap`` resamples, each prompt resampled within itself, seeded by ``eval.seed``).
@@ -47,15 +52,6 @@ def _estimate(values: list[float], strata: list, n_boot: int, seed: int) -> dict
         return {"mean": None, "lo": None, "hi": None, "n": 0}
     lo, hi = percentile_interval(bootstrap_means(values, strata, n_boot, seed))
     return {"mean": sum(values) / len(values), "lo": lo, "hi": hi, "n": len(values)}
-
-
-def _difference(a: tuple[list[float], list], b: tuple[list[float], list], n_boot: int, seed: int) -> dict:
-    """Mean of ``b`` minus mean of ``a`` with a 95% interval (independent stratified resamples)."""
-    if not a[0] or not b[0]:
-        return {"diff": None, "lo": None, "hi": None}
-    boot = bootstrap_means(*b, n_boot, seed + 1) - bootstrap_means(*a, n_boot, seed)
-    lo, hi = percentile_interval(boot)
-    return {"diff": sum(b[0]) / len(b[0]) - sum(a[0]) / len(a[0]), "lo": lo, "hi": hi}
 
 
 def _split_stats(rows: list[dict], components: list[str], n_boot: int, seed: int) -> dict:
@@ -111,13 +107,11 @@ def build_report(rows: list[dict], policies: list[str], cfg, prompts, wall_s: fl
     for policy in policies[1:]:
         vs = {}
         for split in report["results"][policy]:
-            def series(name: str, key: str) -> tuple[list[float], list]:
-                valid = [r for r in rows if r["policy"] == name and r["split"] == split and not _is_none(r["total"])]
-                vals = [float(r["total"]) if key == "reward" else float(r["gate_verdict"] == "pass") for r in valid]
-                return vals, [r["prompt"] for r in valid]
+            def of(name: str) -> list[dict]:
+                return [r for r in rows if r["policy"] == name and r["split"] == split]
 
-            reward = _difference(series(base, "reward"), series(policy, "reward"), n_boot, seed)
-            gate = _difference(series(base, "gate"), series(policy, "gate"), n_boot, seed)
+            reward = _paired(of(base), of(policy), _reward, _sample_key, n_boot, seed)
+            gate = _paired(of(base), of(policy), _passed, _sample_key, n_boot, seed)
             vs[split] = {"reward": reward, "gate_pass": gate,
                          "improved": reward["lo"] is not None and reward["lo"] > 0}
         report["results"][policy][f"vs_{base}"] = vs
@@ -232,12 +226,30 @@ def turn_views(rows: list[dict], turns: int) -> dict[int, list[dict]]:
     return out
 
 
-def _paired(first: list[dict], later: list[dict], value, n_boot: int, seed: int) -> dict:
-    """Mean of ``value(later) - value(first)`` over the trajectories valid at both turns, with a
-    stratified (by prompt) bootstrap 95% interval; ``{"diff", "lo", "hi", "n"}``."""
-    a = {r["eval_key"]: r for r in first if not _is_none(r["total"])}
-    pairs = [(value(r) - value(a[r["eval_key"]]), r["prompt"]) for r in later
-             if not _is_none(r["total"]) and r["eval_key"] in a]
+def _reward(row: dict) -> float:
+    return float(row["total"])
+
+
+def _passed(row: dict) -> float:
+    return float(row["gate_verdict"] == "pass")
+
+
+def _sample_key(row: dict) -> tuple:
+    """A completion's place in the evaluation: the same under every policy (same seeds)."""
+    return row["prompt"], row["sample"]
+
+
+def _trajectory_key(row: dict):
+    return row["eval_key"]
+
+
+def _paired(first: list[dict], later: list[dict], value, key, n_boot: int, seed: int) -> dict:
+    """Mean of ``value(later) - value(first)`` over the rows of ``later`` whose ``key`` matches a
+    row of ``first``, both with a reward (a None in either drops the pair), with a stratified (by
+    prompt) bootstrap 95% interval of those differences; ``{"diff", "lo", "hi", "n"}``."""
+    a = {key(r): r for r in first if not _is_none(r["total"])}
+    pairs = [(value(r) - value(a[key(r)]), r["prompt"]) for r in later
+             if not _is_none(r["total"]) and key(r) in a]
     if not pairs:
         return {"diff": None, "lo": None, "hi": None, "n": 0}
     d = [x for x, _ in pairs]
@@ -253,8 +265,6 @@ def turn_report(rows: list[dict], policies: list[str], cfg, turns: int) -> dict:
     their turn-1 reward, among those valid at both) and ``stops`` (why trajectories ended)."""
     n_boot, seed = cfg.eval.bootstrap, cfg.eval.seed
     views = turn_views(rows, turns)
-    reward = lambda r: float(r["total"])  # noqa: E731
-    passed = lambda r: float(r["gate_verdict"] == "pass")  # noqa: E731
     out: dict = {"turns": turns, "results": {}}
     for policy in policies:
         res = {}
@@ -266,19 +276,19 @@ def turn_report(rows: list[dict], policies: list[str], cfg, turns: int) -> dict:
             for k, rs in mine.items():
                 valid = [r for r in rs if not _is_none(r["total"])]
                 strata = [r["prompt"] for r in valid]
-                by_turn[k] = {"reward": _estimate([reward(r) for r in valid], strata, n_boot, seed),
-                              "gate_pass": _estimate([passed(r) for r in valid], strata, n_boot, seed),
+                by_turn[k] = {"reward": _estimate([_reward(r) for r in valid], strata, n_boot, seed),
+                              "gate_pass": _estimate([_passed(r) for r in valid], strata, n_boot, seed),
                               "none": dict(Counter(r.get("none_cause") or "unknown" for r in rs
                                                    if _is_none(r["total"])))}
             vs = {}
             for k in range(2, turns + 1):
-                dr = _paired(mine[1], mine[k], reward, n_boot, seed)
-                dg = _paired(mine[1], mine[k], passed, n_boot, seed)
+                dr = _paired(mine[1], mine[k], _reward, _trajectory_key, n_boot, seed)
+                dg = _paired(mine[1], mine[k], _passed, _trajectory_key, n_boot, seed)
                 vs[k] = {"reward": dr, "gate_pass": dg,
                          "improved": dr["lo"] is not None and dr["lo"] > 0 and dg["lo"] is not None and dg["lo"] > 0}
-            last = _paired(mine[1], mine[turns], reward, n_boot, seed)
+            last = _paired(mine[1], mine[turns], _reward, _trajectory_key, n_boot, seed)
             first = {r["eval_key"]: r for r in mine[1] if not _is_none(r["total"])}
-            better = [reward(r) > reward(first[r["eval_key"]]) for r in mine[turns]
+            better = [_reward(r) > _reward(first[r["eval_key"]]) for r in mine[turns]
                       if not _is_none(r["total"]) and r["eval_key"] in first]
             stops = Counter(str(r.get("trajectory_stop")) for r in mine[1] if not _is_none(r.get("turn")))
             res[split] = {"by_turn": by_turn, "vs_turn1": vs, "trajectories": len(mine[1]),

@@ -87,6 +87,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--training", type=int, metavar="K", help="score only the first K training subjects (0: none)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any field of the run's config by dotted path, YAML value (repeatable)")
+    p.add_argument("--report-only", action="store_true",
+                   help="sample nothing: rebuild eval.json, eval.html and the table from the last evaluation's "
+                   "eval/samples.parquet (same policies; pass the same --held-out/--training/--turns)")
     p.add_argument("--turns", type=int, default=1, metavar="K",
                    help="multi-turn revision: each sample is a trajectory of up to K replies, critiqued by the "
                    "run's reward.critic between them; reports each turn side by side (default 1)")
@@ -118,13 +121,22 @@ def run_eval(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
     prompts = eval_prompts(cfg, held_out=args.held_out, training=args.training)
-    print(f"[eval] {args.run_dir}: {', '.join(p.name for p in policies)} on {len(prompts)} prompts x "
+    print(f"[eval] {args.run_dir}: " + ("the last evaluation reported again" if args.report_only else
+          ", ".join(p.name for p in policies)) + f" on {len(prompts)} prompts x "
           f"{cfg.eval.samples_per_prompt} samples (eval.seed {cfg.eval.seed})"
           + (f", {args.turns} turns ({cfg.reward.critic.kind} critic)" if args.turns > 1 else ""), flush=True)
     if args.turns < 1:
         print(f"--turns {args.turns}: expected >= 1")
         return 2
-    Evaluator(cfg, args.run_dir, prompts, turns=args.turns).run(policies)
+    evaluator = Evaluator(cfg, args.run_dir, prompts, turns=args.turns)
+    if args.report_only:
+        try:
+            evaluator.rereport()
+        except FileNotFoundError as exc:
+            print(exc)
+            return 2
+        return 0
+    evaluator.run(policies)
     return 0
 
 

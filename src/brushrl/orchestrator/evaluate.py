@@ -57,6 +57,9 @@ from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, atomic_write, sampl
 from brushrl.config import BrushRLConfig, load_config
 from brushrl.prompts import user_prompt
 
+#: One row per completion (per turn with ``turns`` > 1), under ``eval/``.
+SAMPLES = "samples.parquet"
+
 
 @dataclass(frozen=True)
 class EvalPrompt:
@@ -207,12 +210,31 @@ class Evaluator:
                           f"samples in {time.perf_counter() - t1:.0f} s")
         finally:
             pipe.stop()
-        names = [p.name for p in policies]
+        pd.DataFrame(rows).to_parquet(self.out / SAMPLES, index=False)
+        return self._report(rows, [p.name for p in policies], wall_s=time.perf_counter() - t0)
+
+    def rereport(self) -> dict:
+        """Rebuild ``eval.json``, the page and the table from ``eval/samples.parquet`` with this
+        code's statistics, without sampling again (the policies and wall time of the last
+        evaluation are kept; ``prompts`` must be the set it scored). Returns the report.
+
+        Raises:
+            FileNotFoundError: the run has no finished evaluation (``eval/eval.json`` and
+                ``eval/samples.parquet``).
+        """
+        last, samples = self.out / EVAL_JSON, self.out / SAMPLES
+        if not (last.exists() and samples.exists()):
+            raise FileNotFoundError(f"{self.out}: no finished evaluation to report again (run brushrl eval first)")
+        old = json.loads(last.read_text())
+        frame = pd.read_parquet(samples)
+        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        return self._report(rows, old["policies"], wall_s=old.get("wall_s"))
+
+    def _report(self, rows: list[dict], names: list[str], wall_s: float | None) -> dict:
         first_turns = [r for r in rows if r.get("turn") in (None, 1)]
-        report = build_report(first_turns, names, self.cfg, self.prompts, wall_s=time.perf_counter() - t0)
+        report = build_report(first_turns, names, self.cfg, self.prompts, wall_s=wall_s)
         if self.turns > 1:
             report["turns"] = turn_report(rows, names, self.cfg, self.turns)
-        pd.DataFrame(rows).to_parquet(self.out / "samples.parquet", index=False)
         atomic_write(self.out / EVAL_JSON, json.dumps(report, indent=1, default=float) + "\n")
         write_eval_page(self.root, report, rows)
         self._relink_gallery()
