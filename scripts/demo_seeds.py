@@ -95,6 +95,12 @@ def report_again(record: dict, sets: list[str]) -> dict:
     return {**record, "splits": seed_splits(report)}
 
 
+def _commit() -> str:
+    """This checkout's short commit, recorded with the figures."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=ROOT).stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="configs/local.yaml")
@@ -110,9 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
         record = json.loads(Path(args.out).read_text())
         record["seeds"] = [report_again(r, args.set) for r in record["seeds"]]
         record["probes"] = [report_again(r, args.set) for r in record.get("probes", [])]
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=ROOT).stdout.strip()
-        record["reported_again"] = {"commit": commit, "date": time.strftime("%Y-%m-%d"),
+        record["reported_again"] = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"),
                                     "why": "differences paired by (prompt, sample): the same sampler and render seeds"}
         print("\n".join(table(record["seeds"] + record["probes"])))
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
@@ -124,8 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     for seed in args.seeds:
         records.append(run_seed(args.config, seed, runs, args.set, None if args.sft_seed < 0 else args.sft_seed))
         print("\n".join(table(records[-1:])[1:-1]), flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    record = {"config": args.config, "overrides": args.set, "sft_seed": args.sft_seed, "commit": commit,
+    record = {"config": args.config, "overrides": args.set, "sft_seed": args.sft_seed, "commit": _commit(),
               "seeds": records}
     print("\n".join(table(records)))
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

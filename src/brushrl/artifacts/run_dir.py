@@ -120,6 +120,13 @@ def sample_row(sample: Sample, index: int, group_status: str, trajectory: Trajec
     return row
 
 
+def read_rows(parquet: str | Path) -> list[dict]:
+    """The rows of a ``rollouts.parquet``-style file as dicts, missing values as None (parquet
+    gives NaN back), so they compare like freshly made rows."""
+    frame = pd.read_parquet(parquet)
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
+
+
 class RunDir:
     """Owns one run directory.
 
@@ -169,9 +176,7 @@ class RunDir:
         metrics lines and PNG folders of later steps, half-written checkpoint folders."""
         parquet = self.root / "rollouts.parquet"
         if parquet.exists():
-            frame = pd.read_parquet(parquet)
-            # Missing values come back as NaN; restore None so rows compare like freshly made ones.
-            rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+            rows = read_rows(parquet)
             self._rows = [r for r in rows if r["step"] <= step]
             if len(self._rows) != len(rows):
                 self.add_rows([])

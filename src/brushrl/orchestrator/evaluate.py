@@ -53,7 +53,7 @@ from brushrl.artifacts.eval_report import (
     turn_report,
     turn_table_lines,
 )
-from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, atomic_write, sample_row
+from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, atomic_write, read_rows, sample_row
 from brushrl.config import BrushRLConfig, load_config
 from brushrl.prompts import user_prompt
 
@@ -226,9 +226,7 @@ class Evaluator:
         if not (last.exists() and samples.exists()):
             raise FileNotFoundError(f"{self.out}: no finished evaluation to report again (run brushrl eval first)")
         old = json.loads(last.read_text())
-        frame = pd.read_parquet(samples)
-        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
-        return self._report(rows, old["policies"], wall_s=old.get("wall_s"))
+        return self._report(read_rows(samples), old["policies"], wall_s=old.get("wall_s"))
 
     def _report(self, rows: list[dict], names: list[str], wall_s: float | None) -> dict:
         first_turns = [r for r in rows if r.get("turn") in (None, 1)]
@@ -280,8 +278,7 @@ class Evaluator:
         parquet = self.root / "rollouts.parquet"
         if not parquet.exists():
             return
-        frame = pd.read_parquet(parquet)
-        rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+        rows = read_rows(parquet)
         status = json.loads((self.root / "status.json").read_text()) if (self.root / "status.json").exists() else {}
         write_gallery(self.root, rows, run.metrics(), self.root.name, total_steps=status.get("steps"),
                       running=status.get("state") == "running")
