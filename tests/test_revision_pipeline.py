@@ -150,6 +150,25 @@ def test_single_turn_groups_have_no_trajectories_and_single_turn_rows(parts):
         asyncio.run(producer.produce(producer.ticket(), step=1, turns=2))
 
 
+def test_stop_on_gate_pass_revises_only_the_broken_paintings(parts):
+    """``rollout.revision.stop_on_gate_pass``: a painting that passes the gate ends its trajectory
+    (stop ``gate_pass``, no critique asked, its reward kept); the broken ones are critiqued and revised."""
+    cfg, pool, scorer = parts
+    cfg = load_config(ROOT / "configs/local.yaml", {"rollout.group_size": 4, "render.num_actors": 2, "rollout.turns": 2,
+                                                   "rollout.revision.stop_on_gate_pass": True})
+    producer, rollout = _producer(cfg, pool, scorer, ["good", "syntax", "blank", "text"])
+    group, counts = asyncio.run(producer.produce(producer.ticket(), step=1))
+    good, syntax, blank, text = group.trajectories
+    assert good.stop == "gate_pass" and len(good.turns) == 1 and good.turns[0].critique is None
+    assert good.reward == good.turns[0].reward > 0
+    for t in (syntax, blank, text):
+        assert t.stop == "turns" and [s.turn for s in t.turns] == [1, 2] and t.turns[0].critique.ok
+    assert syntax.turns[1].gate.passed and syntax.reward == syntax.turns[1].reward > 0
+    assert len(ray.get(rollout.critiques.remote())) == 3  # the passing painting was never sent to the policy
+    assert counts.stops == {"gate_pass": 1, "turns": 3}
+    assert sum(counts.outcome.values()) == len(group.samples) == 7
+
+
 @pytest.mark.parametrize("critic_cls, cause", [(BrokenCritic, "critic:error:RuntimeError"),
                                                 (SlowCritic, "critic:timeout")])
 def test_a_critic_failure_is_none_for_its_trajectories_never_zero(parts, critic_cls, cause):

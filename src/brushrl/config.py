@@ -132,6 +132,12 @@ class RevisionConfig(_Section):
 
     stop_on_done: bool = True
     """End a trajectory early when the critic says its painting is done (``Critique.done``)."""
+    stop_on_gate_pass: bool = False
+    """End a trajectory at the first turn whose painting passes the gate (stop ``gate_pass``, no
+    critique asked): only broken paintings are revised. For a policy whose revisions break working
+    sketches more often than they improve them (the tiny CPU policy: docs/turns.md, 9 of 14 passing
+    paintings broken by their revision before RL); ReLook (arXiv 2510.11498) likewise keeps a
+    painting unless a revision improves it."""
     trajectory_reward: Literal["final", "improvement"] = "final"
     """``final``: the last turn's reward (RRVF, arXiv 2507.20766). ``improvement``: the last turn's
     reward plus ``improvement_bonus * max(0, last - first)`` (revisions that improve on the first

@@ -189,6 +189,7 @@ class Trajectory:
         reward: the trajectory's reward (``brushrl.reward.trajectory.trajectory_reward``).
         none_cause: why ``reward`` is None (``turn2:render_infra``, ``critic:timeout``, ...).
         stop: why it ended: ``turns`` (K replies), ``done`` (the critic said done),
+            ``gate_pass`` (its painting passed the gate, ``rollout.revision.stop_on_gate_pass``),
             ``none`` (a turn or the critic failed).
     """
 

@@ -18,7 +18,8 @@ member still going, in one call per group and turn; the rollout engine then revi
 (``RolloutEngine.revise``: the same conversation, tokens as sampled, plus the critique's user
 turn), and the revisions go through the same gate, render and scorers, against the same
 references (the group seed). A member stops after K replies, when the critic says ``done``
-(``rollout.revision.stop_on_done``), when a turn's reward is None (infrastructure) or when the
+(``rollout.revision.stop_on_done``), when its painting passes the gate
+(``rollout.revision.stop_on_gate_pass``; no critique is asked), when a turn's reward is None (infrastructure) or when the
 critic fails for it (timeout, error: cause ``critic:<cause>``); its reward is then
 ``brushrl.reward.trajectory.trajectory_reward`` (None for the last two, never 0). With
 revision, ``GroupCounts.none`` counts trajectories by their None cause.
@@ -177,6 +178,11 @@ class GroupProducer:
         critic_causes: dict[int, str] = {}
         going = [t for t in trajectories if t.turns[-1].reward is not None]
         for turn in range(2, turns + 1):
+            if revision.stop_on_gate_pass:
+                for t in going:
+                    if t.turns[-1].gate.passed:
+                        t.stop = "gate_pass"
+                going = [t for t in going if t.stop != "gate_pass"]
             if not going:
                 break
             critiques = await self._critique([t.turns[-1] for t in going], ticket, counts)

@@ -144,6 +144,7 @@ def turn_record(trajectories: list[Trajectory], critic_s: float) -> dict:
         "trajectory/improved_share": sum(improved) / len(improved) if improved else None,
         "trajectory/turns_mean": _mean([len(t.turns) for t in trajectories]),
         "trajectory/done": sum(t.stop == "done" for t in trajectories),
+        "trajectory/gate_pass": sum(t.stop == "gate_pass" for t in trajectories),
         "trajectory/none": len(trajectories) - len(valid),
         "time/critic_s": critic_s,
     })
