@@ -235,6 +235,11 @@ def test_turn_report_puts_turns_side_by_side_with_paired_intervals():
     before = report["turns"]["results"]["base"]["held_out"]["vs_turn1"][2]
     assert before["reward"]["diff"] == 0.0 and not before["improved"]
     assert after["stops"] == {"done": 2, "none": 1, "turns": 5} and after["improved_share"] == pytest.approx(5 / 7)
+    # what the revisions did: the 5 that reached turn 2 (not done, not None) all pass; base's 7 pass 4 of 7
+    assert after["revised"]["n"] == 5 and after["revised"]["gate_pass"]["mean"] == 1.0
+    base_rev = report["turns"]["results"]["base"]["held_out"]["revised"]
+    assert base_rev["n"] == 7 and base_rev["gate_pass"]["mean"] == pytest.approx(4 / 7)
     table = "\n".join(turn_table_lines(report))
     assert "turn 2 - turn 1" in table and "held-out (8 traj.)" in table and "improved" in table
+    assert "5 reached turn 2, gate pass 100%" in table
     json.dumps(report)

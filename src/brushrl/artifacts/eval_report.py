@@ -262,7 +262,9 @@ def turn_report(rows: list[dict], policies: list[str], cfg, turns: int) -> dict:
     split has ``by_turn`` (``{k: {"reward", "gate_pass"}}`` estimates over :func:`turn_views`),
     ``vs_turn1`` (``{k: {"reward", "gate_pass", "improved"}}`` for k > 1: paired differences, and
     whether both intervals lie above 0), ``improved_share`` (trajectories whose turn-K reward beats
-    their turn-1 reward, among those valid at both) and ``stops`` (why trajectories ended)."""
+    their turn-1 reward, among those valid at both), ``stops`` (why trajectories ended) and
+    ``revised`` (``n`` trajectories that reached turn K with a reward, and their turn-K gate pass:
+    what the revisions did, apart from the paintings a trajectory kept by stopping early)."""
     n_boot, seed = cfg.eval.bootstrap, cfg.eval.seed
     views = turn_views(rows, turns)
     out: dict = {"turns": turns, "results": {}}
@@ -291,9 +293,15 @@ def turn_report(rows: list[dict], policies: list[str], cfg, turns: int) -> dict:
             better = [_reward(r) > _reward(first[r["eval_key"]]) for r in mine[turns]
                       if not _is_none(r["total"]) and r["eval_key"] in first]
             stops = Counter(str(r.get("trajectory_stop")) for r in mine[1] if not _is_none(r.get("turn")))
+            # The trajectories that did reach turn K (not stopped earlier): what the revisions
+            # themselves did, apart from the paintings kept (stop_on_done / stop_on_gate_pass).
+            revised = [r for r in mine[turns] if not _is_none(r.get("turn")) and int(r["turn"]) == turns
+                       and not _is_none(r["total"])]
             res[split] = {"by_turn": by_turn, "vs_turn1": vs, "trajectories": len(mine[1]),
                           "improved_share": sum(better) / len(better) if better else None,
-                          "paired": last["n"], "stops": dict(stops)}
+                          "paired": last["n"], "stops": dict(stops),
+                          "revised": {"n": len(revised), "gate_pass": _estimate(
+                              [_passed(r) for r in revised], [r["prompt"] for r in revised], n_boot, seed)}}
         out["results"][policy] = res
     return out
 
@@ -317,8 +325,11 @@ def turn_table_lines(report: dict) -> list[str]:
                          *(_diff(res["vs_turn1"][k]["gate_pass"], True) for k in res["vs_turn1"])])
             share = res["improved_share"]
             stops = ", ".join(f"{k} {v}" for k, v in sorted(res["stops"].items()))
+            rev = res.get("revised")  # absent in eval.json files written before it
+            rev = "" if not rev else f"; {rev['n']} reached turn {turns}, gate pass " + (
+                "-" if not rev["n"] else _ci(rev["gate_pass"], True))
             body.append(["", "", "improved / ended", "-" if share is None else f"{share:.0%} improved",
-                         stops, *([""] * (len(head) - 5))])
+                         stops + rev, *([""] * (len(head) - 5))])
     widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
     fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
     return [fmt(head), *(fmt(row) for row in body)]
