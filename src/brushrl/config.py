@@ -144,6 +144,15 @@ class RevisionConfig(_Section):
     painting earn more; ReLook, arXiv 2510.11498, accepts only improving revisions)."""
     improvement_bonus: float = Field(0.5, ge=0)
     """Weight of the improvement over the first turn (``trajectory_reward: improvement``)."""
+    show_image: bool = False
+    """The critique's user turn also shows the turn's rendered painting (``Sample.render.png``) as
+    an image, for a vision-language policy (``policy.model`` a transformers VLM folder or id with
+    an ``AutoProcessor`` and an image-text-to-text model; the Idefics3 / SmolVLM pixel layout,
+    ``brushrl.vision``). The learner recomputes the log-probs of each trajectory with its images
+    (``Completion.vision``); image and critique tokens carry no loss. A turn without a painting
+    (its sketch failed before or while rendering) gets the text critique only. Needs
+    ``rollout.backend: transformers``: refused with the text-only ``tiny`` policy and with vLLM
+    (images are not sent to vLLM). False: text turns, exactly as before."""
 
 
 class RolloutConfig(_Section):
@@ -869,6 +878,13 @@ class BrushRLConfig(_Section):
                 self.reward.judge.base_url or self.reward.judge.serve):
             raise ValueError("reward.critic.kind: 'judge' needs the judge model's endpoint (reward.judge.base_url) or "
                              "brushrl serving it (reward.judge.serve)")
+        if self.rollout.revision.show_image:
+            if self.policy.model == "tiny":
+                raise ValueError("rollout.revision.show_image: the tiny policy is a text-only model and cannot be "
+                                 "shown its painting; set policy.model to a vision-language model or turn it off")
+            if self.rollout.backend != "transformers":
+                raise ValueError("rollout.revision.show_image: only rollout.backend 'transformers' sends the "
+                                 f"painting to the policy (not {self.rollout.backend!r})")
         _learner_fits(self.learner, self.resources)
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")

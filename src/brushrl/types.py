@@ -27,6 +27,12 @@ class Completion:
         policy_version: learner step whose weights produced it (0 = the warm-started policy).
         truncated: True when generation stopped at ``max_new_tokens`` without EOS.
         gen_s: wall seconds of the generate call that produced it (shared by its group).
+        vision: None (a text-only context: every completion unless ``rollout.revision.show_image``),
+            or the processed pixel inputs of every image in ``prompt_ids``, in the order of their
+            placeholders (``brushrl.vision``): the vision-language processor's image-indexed
+            tensors without their batch axis, e.g. Idefics3's ``pixel_values`` (N, C, H, W)
+            float32 and ``pixel_attention_mask`` (N, H, W) long, N images. What the learner passes
+            to the forward pass to recompute the log-probs of this context.
     """
 
     prompt: str
@@ -37,6 +43,7 @@ class Completion:
     policy_version: int
     truncated: bool = False
     gen_s: float = 0.0
+    vision: dict | None = None
 
 
 @dataclass
@@ -160,12 +167,16 @@ class Critique:
         cause: why no critique could be written (infrastructure: ``timeout``, ``error:<Type>``,
             ``http_503``...); the trajectory's reward is then None, never 0. None when written.
         seconds: wall seconds the critic spent on this painting's group (shared by the group).
+        image: PNG bytes of the painting, shown as an image in the next user turn beside ``text``
+            (``rollout.revision.show_image``: the producer sets it on the copy it sends to the
+            rollout engine, never on the critique a sample keeps); None: a text-only turn.
     """
 
     text: str = ""
     done: bool = False
     cause: str | None = None
     seconds: float = 0.0
+    image: bytes | None = None
 
     @property
     def ok(self) -> bool:

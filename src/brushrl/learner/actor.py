@@ -88,9 +88,11 @@ class LearnerActor:
         """Optimizer steps taken so far."""
         return self.learner.policy_version
 
-    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """Per-token log-probs of a completion under the current policy (diagnostics, tests)."""
-        return self.learner.completion_logprobs(prompt_ids, completion_ids)
+    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int],
+                            vision: dict | None = None) -> list[float]:
+        """Per-token log-probs of a completion under the current policy (diagnostics, tests);
+        ``vision``: the pixel inputs of the images in the sequence (``brushrl.vision``), or None."""
+        return self.learner.completion_logprobs(prompt_ids, completion_ids, vision)
 
     def describe(self) -> dict:
         """``strategy`` (in words), ``trainable_params`` and ``total_params`` of the learner."""

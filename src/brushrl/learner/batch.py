@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 from trl.trainer.utils import pad
 
+from brushrl import vision
 from brushrl.learner.samples import TrainSample
 
 
@@ -35,7 +36,11 @@ def collate(
         a ``loss_mask`` (a multi-turn trajectory), also ``tool_mask`` (B, T) long: 1 on the
         policy's tokens, 0 on critique tokens, 1 at padding (TRL's own padding value; its loss
         mask is ``completion_mask * tool_mask``). Critique tokens stay in ``completion_mask``:
-        the model attends to them, only the loss skips them.
+        the model attends to them, only the loss skips them. When a sample has ``vision``
+        (images in its sequence, ``rollout.revision.show_image``), also each vision key stacked
+        (``brushrl.vision.stack``; Idefics3: ``pixel_values`` (B, N, C, H, W) float32,
+        ``pixel_attention_mask`` (B, N, H, W) long; zero slots for rows with fewer images) and
+        ``num_images``, a list of B ints (what TRL's forward reads to slice them).
 
     Raises:
         ValueError: lengths of ``samples`` and ``advantages`` differ, or an empty completion.
@@ -59,4 +64,10 @@ def collate(
         masks = [torch.tensor(s.loss_mask if s.loss_mask is not None else [1] * len(s.completion_ids),
                               dtype=torch.long) for s in samples]
         out["tool_mask"] = pad(masks, padding_value=1, padding_side="right")
-    return {k: v.to(device) for k, v in out.items()}
+    pixels = vision.stack([s.vision for s in samples])
+    if pixels is not None:
+        out.update(pixels)
+    out = {k: v.to(device) for k, v in out.items()}
+    if pixels is not None:
+        out["num_images"] = [vision.num_images(s.vision) for s in samples]
+    return out

@@ -198,9 +198,11 @@ class LearnerGroup:
         """Optimizer steps taken so far (rank 0's count; all ranks step together)."""
         return self._all("policy_version", ranks=[0])[0]
 
-    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """Per-token log-probs under the current policy (all ranks run the forward; ZeRO-3 gathers)."""
-        return self._all("completion_logprobs", prompt_ids, completion_ids)[0]
+    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int],
+                            vision: dict | None = None) -> list[float]:
+        """Per-token log-probs under the current policy (all ranks run the forward; ZeRO-3 gathers);
+        ``vision`` as in ``LearnerActor.completion_logprobs``."""
+        return self._all("completion_logprobs", prompt_ids, completion_ids, vision)[0]
 
     def describe(self) -> dict:
         """Rank 0's :meth:`LearnerActor.describe` (strategy, parameter counts)."""

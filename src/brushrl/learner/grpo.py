@@ -40,6 +40,12 @@ gradient, each against the behaviour log-prob of the policy version that sampled
 token count that normalises the ``dapo`` loss counts policy tokens only, as TRL's does. Advantages
 are per group of trajectories (one reward per trajectory). Batches of single-turn samples carry
 no ``tool_mask`` and are exactly what they were before trajectories existed.
+
+A vision-language policy shown its paintings (``rollout.revision.show_image``) trains the same
+way: a trajectory's image tokens are critique-turn tokens (``tool_mask`` 0), and its pixel inputs
+(``TrainSample.vision``, stacked by ``collate``) go into every forward that computes its
+log-probs, TRL's loss (``pixel_values``, ``pixel_attention_mask``, ``num_images`` in its inputs)
+and :meth:`GRPOLearner._token_logps`. Text-only batches carry none of these keys.
 """
 
 from __future__ import annotations
@@ -98,6 +104,16 @@ def _loss_mask(batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """(B, T) long: 1 on the tokens that carry loss (TRL: ``completion_mask * tool_mask``)."""
     mask = batch["completion_mask"]
     return mask * batch["tool_mask"] if "tool_mask" in batch else mask
+
+
+#: Vision inputs of a batch (``brushrl.learner.batch.collate``) that the forward pass takes (TRL's
+#: ``_compute_loss`` reads these keys of its inputs; Idefics3's model takes the first two).
+_VISION_KEYS = ("pixel_values", "pixel_attention_mask")
+
+
+def _vision_inputs(batch: dict) -> dict:
+    """The batch's pixel inputs for a model forward (empty for a text-only batch)."""
+    return {k: batch[k] for k in _VISION_KEYS if k in batch}
 
 
 def _never_called(completions, **kwargs):
@@ -342,16 +358,23 @@ class GRPOLearner:
         labels = input_ids.masked_fill(attention_mask == 0, -100)
         labels[:, :-t] = -100
         with torch.no_grad(), self.trainer.accelerator.autocast():
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True,
+                             **_vision_inputs(batch))
         return out.log_probs[:, -t:].float() * batch["completion_mask"]
 
-    def completion_logprobs(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
+    def completion_logprobs(self, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                            vision: dict | None = None) -> list[float]:
         """Log-probs (natural log, temperature 1) of each completion token under the current policy.
+
+        Args:
+            prompt_ids, completion_ids: the sequence.
+            vision: pixel inputs of the images in it (``brushrl.vision``), or None.
 
         Returns:
             ``len(completion_ids)`` floats.
         """
-        sample = TrainSample(list(prompt_ids), list(completion_ids), [0.0] * len(completion_ids), None)
+        sample = TrainSample(list(prompt_ids), list(completion_ids), [0.0] * len(completion_ids), None,
+                             vision=vision)
         batch = collate([sample], [0.0], self.pad_token_id, self.device)
         was_training = self.model.training
         self.model.eval()
@@ -412,7 +435,8 @@ class GRPOLearner:
     def _loss_inputs(self, batch: dict[str, torch.Tensor], n_tokens: int, stats: dict) -> dict[str, torch.Tensor]:
         """The batch dict ``GRPOTrainer._compute_loss`` reads (see the module docstring)."""
         mask = _loss_mask(batch)
-        keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask")
+        keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask", *_VISION_KEYS,
+                "num_images")
         inputs = {k: batch[k] for k in keys if k in batch}
         inputs["num_items_in_batch"] = torch.tensor(float(n_tokens), device=self.device)
         if self.truncated_is_clip is None:

@@ -22,6 +22,10 @@ class TrainSample:
         loss_mask: None (every completion token is the policy's), or length T of 1 (a token the
             policy sampled: it carries loss) and 0 (a critique turn's token: context only, no
             loss, no gradient); TRL's ``tool_mask``. Log-probs at 0 positions are 0.0 and unused.
+        vision: None (a text-only sequence), or the pixel inputs of every image in the sequence,
+            in placeholder order (``brushrl.vision``; Idefics3: ``pixel_values`` (N, C, H, W)
+            float32, ``pixel_attention_mask`` (N, H, W) long), passed to the forward pass that
+            recomputes its log-probs (``rollout.revision.show_image``).
     """
 
     prompt_ids: list[int]
@@ -30,6 +34,7 @@ class TrainSample:
     reward: float | None
     policy_version: int | None = None
     loss_mask: list[int] | None = None
+    vision: dict | None = None
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_ids):
@@ -51,7 +56,8 @@ class TrainSample:
         Do this before sending samples to a learner actor: it leaves the PNG bytes behind.
         """
         c = sample.completion
-        return cls(list(c.prompt_ids), list(c.completion_ids), list(c.logprobs), sample.reward, c.policy_version)
+        return cls(list(c.prompt_ids), list(c.completion_ids), list(c.logprobs), sample.reward, c.policy_version,
+                   vision=c.vision)
 
 
     @classmethod
@@ -65,6 +71,9 @@ class TrainSample:
         keeps its behaviour log-probs, so the PPO ratio of a token is against the policy version
         that sampled it; ``policy_version`` is the oldest turn's. A one-turn trajectory gives
         exactly :meth:`from_sample` of its sample (with the trajectory's reward) and no mask.
+        The sequence's vision inputs are the last turn's (``Completion.vision``: its context holds
+        every image of the trajectory; None for text turns); image tokens are critique-turn
+        tokens, ``loss_mask`` 0.
 
         Raises:
             ValueError: a turn's context does not extend the previous turn's tokens (the
@@ -73,7 +82,7 @@ class TrainSample:
         first = trajectory.turns[0].completion
         if len(trajectory.turns) == 1:
             return cls(list(first.prompt_ids), list(first.completion_ids), list(first.logprobs), trajectory.reward,
-                       first.policy_version)
+                       first.policy_version, vision=first.vision)
         ids, logprobs, mask = list(first.completion_ids), list(first.logprobs), [1] * len(first.completion_ids)
         seen = list(first.prompt_ids) + ids
         for s in trajectory.turns[1:]:
@@ -86,7 +95,8 @@ class TrainSample:
             logprobs += [0.0] * len(critique) + list(c.logprobs)
             mask += [0] * len(critique) + [1] * len(c.completion_ids)
             seen = list(c.prompt_ids) + list(c.completion_ids)
-        return cls(list(first.prompt_ids), ids, logprobs, trajectory.reward, trajectory.policy_version, mask)
+        return cls(list(first.prompt_ids), ids, logprobs, trajectory.reward, trajectory.policy_version, mask,
+                   trajectory.turns[-1].completion.vision)
 
 
 def as_train_sample(sample: TrainSample | Sample | Trajectory) -> TrainSample:

@@ -28,6 +28,7 @@ revision, ``GroupCounts.none`` counts trajectories by their None cause.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections import Counter
@@ -200,7 +201,7 @@ class GroupProducer:
             t0 = time.perf_counter()
             # A fixed sampler seed (brushrl eval) fixes every turn: turn k samples with seed + k - 1.
             seed = None if ticket.gen_seed is None else (ticket.gen_seed + turn - 1) % 2**31
-            completions = await self.rollout.revise.remote([(t.turns[-1].completion, t.turns[-1].critique)
+            completions = await self.rollout.revise.remote([(t.turns[-1].completion, self._shown(t.turns[-1]))
                                                             for t in revising], seed)
             counts.gen_s += time.perf_counter() - t0
             for t, s in zip(revising, await self._turn(ticket, completions, step, counts)):
@@ -217,6 +218,15 @@ class GroupProducer:
             counts.stops[t.stop] += 1
         group.trajectories = trajectories
         group.samples = [s for t in trajectories for s in t.turns]
+
+    def _shown(self, sample: Sample) -> Critique:
+        """What the policy's next turn is shown of ``sample``: its critique, and with
+        ``rollout.revision.show_image`` its painting (``Critique.image``, a copy: the sample's own
+        critique keeps no PNG); a sample without a painting gets the text only."""
+        if not self.cfg.rollout.revision.show_image:
+            return sample.critique
+        png = sample.render.png if sample.render is not None else None
+        return dataclasses.replace(sample.critique, image=png)
 
     async def _critique(self, samples: list[Sample], ticket: Ticket, counts: GroupCounts) -> list[Critique]:
         """The critic's critiques of ``samples`` (one call, ``reward.critic.timeout_s``); a timeout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import (
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -74,6 +75,11 @@ def build_tiny_model(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerBase) -
 def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load any Hugging Face causal LM and its tokenizer from a local folder or a hub id.
 
+    A vision-language checkpoint whose configuration ``AutoModelForCausalLM`` does not know (e.g.
+    Idefics3 / SmolVLM) is loaded with ``AutoModelForImageTextToText`` instead (its
+    ``*ForConditionalGeneration``: generates and scores text like a causal LM, and takes pixel
+    inputs; ``rollout.revision.show_image``); a causal LM loads exactly as before.
+
     The tokenizer must carry a chat template (instruct checkpoints do). A missing pad token is set
     to the EOS token, which is what left-padded batched generation needs.
 
@@ -94,8 +100,46 @@ def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrained
         raise ValueError(f"{path_or_id}: tokenizer has no chat_template")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype(dtype))
+    auto = AutoModelForImageTextToText if is_vision_language(path_or_id) else AutoModelForCausalLM
+    model = auto.from_pretrained(path_or_id, dtype=torch_dtype(dtype))
     return model.eval(), tokenizer
+
+
+def is_vision_language(path_or_id: str) -> bool:
+    """Whether the checkpoint is an image-text-to-text model that ``AutoModelForCausalLM`` cannot
+    load (its configuration is in ``AutoModelForImageTextToText``'s mapping, not the causal LM's).
+
+    Raises:
+        OSError: the path/id cannot be resolved.
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING,
+                                                        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING)
+
+    config = AutoConfig.from_pretrained(path_or_id)
+    return type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+
+def load_processor(path_or_id: str):
+    """The vision-language processor (``AutoProcessor``) of a policy checkpoint, for showing it
+    images (``rollout.revision.show_image``).
+
+    Raises:
+        OSError: the path/id cannot be resolved.
+        ValueError: the checkpoint has no image processor (a text-only model), or its tokenizer
+            has no chat template.
+    """
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(path_or_id)
+    if getattr(processor, "image_processor", None) is None or getattr(processor, "tokenizer", None) is None:
+        raise ValueError(f"{path_or_id}: rollout.revision.show_image needs a vision-language policy; its processor "
+                         f"({type(processor).__name__}) has no image processor")
+    if processor.tokenizer.chat_template is None:
+        raise ValueError(f"{path_or_id}: tokenizer has no chat_template")
+    if processor.tokenizer.pad_token is None:
+        processor.tokenizer.pad_token = processor.tokenizer.eos_token
+    return processor
 
 
 def load_policy(cfg: PolicyConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

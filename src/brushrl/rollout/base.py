@@ -41,6 +41,10 @@ class RolloutEngine(Protocol):
         assistant header, tokens as sampled (never re-tokenised), and its ``prompt`` is the previous
         turn's user prompt.
 
+        With ``rollout.revision.show_image`` (the transformers engine of a vision-language
+        policy) a critique's ``image`` is shown in its user turn as image tokens, and the returned
+        completion's ``vision`` holds the pixel inputs of every image in its context.
+
         Args:
             requests: ``(previous completion, critique)`` pairs, one per trajectory going on.
             seed: as in :meth:`generate`.

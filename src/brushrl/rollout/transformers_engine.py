@@ -11,9 +11,11 @@ from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state
 from peft.utils import load_peft_weights
 from transformers import GenerationConfig
 
+from brushrl import vision
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
-from brushrl.conversation import next_context
+from brushrl.conversation import next_context, next_context_with_image
 from brushrl.policy import load_policy
+from brushrl.policy.model import load_processor
 from brushrl.prompts import chat_messages
 from brushrl.types import Completion, Critique
 
@@ -32,6 +34,12 @@ class TransformersEngine:
     (``output_logits=True``): ``log_softmax`` at temperature 1 before top-k/top-p, which is what
     the learner's importance ratio compares against (``brushrl.types.Completion.logprobs``).
 
+    With ``rollout.revision.show_image`` the policy is a vision-language model (``load_policy``
+    loads it with ``AutoModelForImageTextToText``) and its processor (``AutoProcessor``) is
+    loaded too: :meth:`revise` shows each painting (``Critique.image``) in the critique turn
+    (``brushrl.conversation.next_context_with_image``), generates with the context's pixel inputs
+    and keeps them on the completion (``Completion.vision``).
+
     Args:
         policy_cfg: which model (a tiny-model cache folder, a local path or a hub id), its dtype and
             ``torch_threads`` (intra-op threads; 1 measured fastest per actor on 2 cores).
@@ -39,6 +47,9 @@ class TransformersEngine:
             ``max_new_tokens``.
         system_prompt: the system message of every prompt.
         lora_cfg: rank, alpha, dropout and target modules; must match the learner's.
+
+    Raises:
+        ValueError: ``show_image`` with a policy whose processor has no image processor.
     """
 
     def __init__(
@@ -48,6 +59,8 @@ class TransformersEngine:
         self.rollout_cfg = rollout_cfg
         self.system_prompt = system_prompt
         base, self.tokenizer = load_policy(policy_cfg)
+        #: the vision-language processor (``rollout.revision.show_image``), else None
+        self.processor = load_processor(policy_cfg.model) if rollout_cfg.revision.show_image else None
         peft_config = PeftLoraConfig(
             r=lora_cfg.r,
             lora_alpha=lora_cfg.alpha,
@@ -126,12 +139,25 @@ class TransformersEngine:
 
     def revise(self, requests: list[tuple[Completion, Critique]], seed: int | None = None) -> list[Completion]:
         """One revised reply per ``(previous turn, critique of its painting)`` (see
-        ``RolloutEngine.revise``); the contexts are left-padded into one ``generate`` call."""
+        ``RolloutEngine.revise``); the contexts are left-padded into one ``generate`` call.
+
+        With a processor (``rollout.revision.show_image``) a critique's ``image`` (PNG bytes) is
+        shown in its user turn and each completion's ``vision`` holds its context's pixel inputs
+        (earlier turns' images, then this one); without one, ``image`` is ignored.
+        """
         if seed is not None:
             torch.manual_seed(seed)
-        contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
-        rows, gen_s = self._sample(contexts, 1)
-        return [self._completion(prev.prompt, ctx, row, gen_s) for (prev, _), ctx, row in zip(requests, contexts, rows)]
+        if self.processor is None:
+            contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
+            rows, gen_s = self._sample(contexts, 1)
+            return [self._completion(prev.prompt, ctx, row, gen_s)
+                    for (prev, _), ctx, row in zip(requests, contexts, rows)]
+        turns = [next_context_with_image(self.processor, self.system_prompt, prev, crit.text, crit.image)
+                 for prev, crit in requests]
+        contexts, visions = [ids for ids, _ in turns], [v for _, v in turns]
+        rows, gen_s = self._sample(contexts, 1, visions)
+        return [self._completion(prev.prompt, ctx, row, gen_s, vis)
+                for (prev, _), ctx, vis, row in zip(requests, contexts, visions, rows)]
 
     def _group(self, prompt: str, n: int) -> list[Completion]:
         prompt_ids = self.prompt_ids(prompt)
@@ -139,24 +165,32 @@ class TransformersEngine:
         return [self._completion(prompt, prompt_ids, row, gen_s) for row in rows]
 
     @torch.no_grad()
-    def _sample(self, contexts: list[list[int]], n: int) -> tuple[list[tuple[list[int], list[float]]], float]:
+    def _sample(self, contexts: list[list[int]], n: int,
+                visions: list[dict | None] | None = None) -> tuple[list[tuple[list[int], list[float]]], float]:
         """``n`` samples per context in one ``generate`` call (contexts left-padded to a common
         length; pad positions are masked). Returns per sample, context-major, ``(token ids, raw
         log-probs)`` of the whole generated length T (stop token and padding included), and the
         call's wall seconds. At most ``rollout.max_new_tokens`` new tokens, fewer where the context
         would otherwise outgrow the model's ``max_position_embeddings`` (a long revision turn: its
-        reply is then cut, ``truncated``)."""
+        reply is then cut, ``truncated``). ``visions``: per context its pixel inputs or None
+        (``brushrl.vision``), stacked into the batch's (``vision.stack``) and passed to
+        ``generate`` (``n`` must then be 1)."""
         width = max(len(c) for c in contexts)
         max_new = self.rollout_cfg.max_new_tokens
-        limit = getattr(self.model.config, "max_position_embeddings", None)
+        config = self.model.config
+        limit = getattr(config, "max_position_embeddings", None)
+        if limit is None and hasattr(config, "get_text_config"):  # a VLM: its language model's
+            limit = getattr(config.get_text_config(), "max_position_embeddings", None)
         if limit:
             max_new = max(1, min(max_new, limit - width))
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=self.device)
         mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=self.device)
+        pixels = vision.stack(visions) if visions else None
+        extra = {} if pixels is None else {k: v.to(self.device) for k, v in pixels.items()}
         t0 = time.perf_counter()
         out = self.model.generate(input_ids=ids, attention_mask=mask,
-                                  generation_config=self._generation_config(n, max_new))
+                                  generation_config=self._generation_config(n, max_new), **extra)
         gen_s = time.perf_counter() - t0
         tokens = out.sequences[:, width:]  # [len(contexts) * n, T]
         # Raw (unprocessed) logits of each step, [rows, V] each -> log-prob of the sampled token, [rows, T].
@@ -168,7 +202,7 @@ class TransformersEngine:
         return [(tokens[row].tolist(), logprobs[row].tolist()) for row in range(tokens.shape[0])], gen_s
 
     def _completion(self, prompt: str, prompt_ids: list[int], row: tuple[list[int], list[float]],
-                    gen_s: float) -> Completion:
+                    gen_s: float, vision_inputs: dict | None = None) -> Completion:
         """A :class:`Completion` of one sampled row, cut after its first stop token."""
         ids_row, logprobs = row
         end = next((i + 1 for i, tok in enumerate(ids_row) if tok in self.stop_ids), None)
@@ -182,4 +216,5 @@ class TransformersEngine:
             policy_version=self._version,
             truncated=end is None,
             gen_s=gen_s,
+            vision=vision_inputs,
         )

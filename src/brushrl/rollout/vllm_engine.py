@@ -139,6 +139,9 @@ class VLLMEngine:
         """One revised reply per ``(previous turn, critique)`` (``RolloutEngine.revise``): the
         context extends the previous turn's tokens, so its blocks come from the prefix cache when
         the same adapter sampled them and they were not evicted."""
+        if any(crit.image is not None for _, crit in requests):
+            raise ValueError("VLLMEngine.revise: critiques with an image (rollout.revision.show_image) need "
+                             "rollout.backend 'transformers'")
         contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
         return [g[0] for g in self._generate([prev.prompt for prev, _ in requests], contexts, 1, seed)]
 
