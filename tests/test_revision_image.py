@@ -26,6 +26,7 @@ from brushrl.learner.batch import collate
 from brushrl.learner.grpo import GRPOLearner
 from brushrl.prompts import SYSTEM_PROMPT
 from brushrl.types import Completion, Critique, GateVerdict, Sample, Trajectory
+from test_revision import _grads as revision_grads
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,19 +152,11 @@ def learner(tiny_vlm, engine):
 
 
 def _grads(learner, samples, advantages):
-    learner.model.train()
-    learner.trainer.optimizer.zero_grad(set_to_none=True)
-    n_tokens = sum(s.n_policy_tokens for s in samples)
-    stats = {"is_ratio_sum": 0.0, "is_ratio_max": 0.0, "is_truncated": 0.0}
-    batch = collate(samples, advantages, learner.pad_token_id, learner.device)
-    inputs = learner._loss_inputs(batch, n_tokens, stats)
-    with learner.trainer.compute_loss_context_manager():
-        loss = learner.trainer.compute_loss(learner.model, inputs)
-    loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in learner.model.named_parameters() if p.grad is not None}
-    learner.trainer.optimizer.zero_grad(set_to_none=True)
+    """``test_revision._grads`` (TRL's loss and the LoRA gradients), then back to eval mode: the
+    tests here compare log-probs afterwards."""
+    out = revision_grads(learner, samples, advantages)
     learner.model.eval()
-    return float(loss.detach()), grads
+    return out
 
 
 def test_the_learner_recomputes_the_behaviour_logprobs_with_the_images(learner, engine, turns):

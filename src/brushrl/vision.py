@@ -56,6 +56,14 @@ def from_processor(out) -> dict[str, torch.Tensor]:
     return vision
 
 
+def _present(parts: Sequence[dict[str, torch.Tensor] | None]) -> list[dict[str, torch.Tensor]]:
+    """The parts that hold images; raises ValueError when their keys differ."""
+    present = [p for p in parts if p]
+    if any(set(p) != set(present[0]) for p in present):
+        raise ValueError(f"vision inputs with different keys: {[sorted(p) for p in present]}")
+    return present
+
+
 def concat(parts: Sequence[dict[str, torch.Tensor] | None]) -> dict[str, torch.Tensor] | None:
     """One context's vision inputs from its images' in order (the earlier turns' then this one's):
     each key concatenated on the image axis, pixel axes zero-padded to the largest. None when no
@@ -64,12 +72,9 @@ def concat(parts: Sequence[dict[str, torch.Tensor] | None]) -> dict[str, torch.T
     Raises:
         ValueError: the parts' keys differ.
     """
-    parts = [p for p in parts if p]
+    parts = _present(parts)
     if not parts:
         return None
-    keys = set(parts[0])
-    if any(set(p) != keys for p in parts):
-        raise ValueError(f"vision inputs with different keys: {[sorted(p) for p in parts]}")
     return {k: torch.cat(_pad_trailing([p[k] for p in parts]), dim=0) for k in parts[0]}
 
 
@@ -85,12 +90,10 @@ def stack(rows: Sequence[dict[str, torch.Tensor] | None]) -> dict[str, torch.Ten
     Raises:
         ValueError: the rows' keys differ.
     """
-    present = [r for r in rows if r]
+    present = _present(rows)
     if not present:
         return None
     keys = list(present[0])
-    if any(set(r) != set(keys) for r in present):
-        raise ValueError(f"vision inputs with different keys: {[sorted(r) for r in present]}")
     n_max = max(num_images(r) for r in present)
     out = {}
     for k in keys:
