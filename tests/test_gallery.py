@@ -159,3 +159,15 @@ def test_gate_mix_counts_outcomes(tmp_path):
     assert "step 1: pass 1/4" in svg and "step 1: none:render_infra 1/4" in svg
     assert "step 2: external_access 1/2" in svg and "step 2: blank_canvas" not in svg
     assert svg.count("<rect x=") == 4 + 2 + 4  # bars of step 1, of step 2, legend swatches
+
+
+def test_a_moved_run_directory_links_its_own_pngs(tmp_path):
+    """rollouts.parquet keeps the absolute PNG paths the run wrote; after the run folder was copied
+    elsewhere, the gallery links the copy's own png/ files (it failed with ValueError before)."""
+    first, moved = tmp_path / "cluster" / "runs" / "demo", tmp_path / "laptop" / "demo"
+    rows = _rows(1, first)
+    shutil.copytree(first, moved)
+    write_gallery(moved, rows, [_metrics(1)], "demo", total_steps=1)
+    page = (moved / "gallery.html").read_text()
+    assert 'src="png/step_0001/g0_s0.png"' in page and str(first) not in page
+    assert (moved / "png" / "step_0001" / "g0_s0.png").exists()

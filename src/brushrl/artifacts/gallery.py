@@ -155,7 +155,7 @@ def _card(row: dict, root: Path, label: str = "") -> str:
     )
     png = row.get("png")
     if png:
-        rel = html.escape(str(Path(png).resolve().relative_to(root)) if Path(png).is_absolute() else png)
+        rel = html.escape(_run_relative(png, root))
         img = f'<img src="{rel}" alt="painting" loading="lazy">'
     else:
         img = f'<div class="noimg">{html.escape(outcome(row))}</div>'
@@ -194,6 +194,23 @@ def _strip(rows: list[dict], root: Path) -> str:
             parts.append(f'<div class="critique"><span class="arrow">&rarr;</span> critique{done}:<br>'
                          f"{html.escape(str(critique))}</div>")
     return f'<div class="strip">{"".join(parts)}</div>'
+
+
+def _run_relative(png: str, root: Path) -> str:
+    """A row's PNG path relative to the run directory ``root`` (resolved). ``rollouts.parquet`` holds
+    the absolute paths the run wrote; a run directory copied or moved since (a cluster's run folder
+    on a laptop) holds the same files under its own ``png/``, so a path outside ``root`` keeps its
+    part from the last ``png`` folder on."""
+    path = Path(png)
+    if not path.is_absolute():
+        return png
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        parts = path.parts
+        if "png" not in parts:
+            return png
+        return str(Path(*parts[len(parts) - 1 - parts[::-1].index("png"):]))
 
 
 def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, *,
