@@ -93,18 +93,18 @@ def stack(rows: Sequence[dict[str, torch.Tensor] | None]) -> dict[str, torch.Ten
     present = _present(rows)
     if not present:
         return None
-    keys = list(present[0])
     n_max = max(num_images(r) for r in present)
     out = {}
-    for k in keys:
-        shapes = [r[k].shape[1:] for r in present]
-        trailing = [max(s[d] for s in shapes) for d in range(len(shapes[0]))]
+    for k in present[0]:
+        padded = iter(_pad_trailing([r[k] for r in present]))  # the pixel axes, to the largest
         ref = present[0][k]
-        batch = ref.new_zeros((len(rows), n_max, *trailing))
+        batch = None
         for i, r in enumerate(rows):
             if r:
-                t = r[k]
-                batch[(i, slice(0, t.size(0)), *[slice(0, n) for n in t.shape[1:]])] = t
+                t = next(padded)
+                if batch is None:
+                    batch = ref.new_zeros((len(rows), n_max, *t.shape[1:]))
+                batch[i, : t.size(0)] = t
         out[k] = batch
     return out
 

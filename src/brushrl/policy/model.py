@@ -100,23 +100,21 @@ def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrained
         raise ValueError(f"{path_or_id}: tokenizer has no chat_template")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    auto = AutoModelForImageTextToText if is_vision_language(path_or_id) else AutoModelForCausalLM
-    model = auto.from_pretrained(path_or_id, dtype=torch_dtype(dtype))
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path_or_id)  # read once, handed to from_pretrained
+    auto = AutoModelForImageTextToText if is_vision_language(config) else AutoModelForCausalLM
+    model = auto.from_pretrained(path_or_id, config=config, dtype=torch_dtype(dtype))
     return model.eval(), tokenizer
 
 
-def is_vision_language(path_or_id: str) -> bool:
-    """Whether the checkpoint is an image-text-to-text model that ``AutoModelForCausalLM`` cannot
-    load (its configuration is in ``AutoModelForImageTextToText``'s mapping, not the causal LM's).
-
-    Raises:
-        OSError: the path/id cannot be resolved.
-    """
-    from transformers import AutoConfig
+def is_vision_language(config) -> bool:
+    """Whether a checkpoint's configuration (``AutoConfig``) is an image-text-to-text model that
+    ``AutoModelForCausalLM`` cannot load (in ``AutoModelForImageTextToText``'s mapping, not the
+    causal LM's)."""
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING,
                                                         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING)
 
-    config = AutoConfig.from_pretrained(path_or_id)
     return type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
 
 

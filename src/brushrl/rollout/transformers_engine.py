@@ -148,12 +148,10 @@ class TransformersEngine:
         if seed is not None:
             torch.manual_seed(seed)
         if self.processor is None:
-            contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
-            rows, gen_s = self._sample(contexts, 1)
-            return [self._completion(prev.prompt, ctx, row, gen_s)
-                    for (prev, _), ctx, row in zip(requests, contexts, rows)]
-        turns = [next_context_with_image(self.processor, self.system_prompt, prev, crit.text, crit.image)
-                 for prev, crit in requests]
+            turns = [(next_context(self.tokenizer, self.system_prompt, prev, crit.text), None) for prev, crit in requests]
+        else:
+            turns = [next_context_with_image(self.processor, self.system_prompt, prev, crit.text, crit.image)
+                     for prev, crit in requests]
         contexts, visions = [ids for ids, _ in turns], [v for _, v in turns]
         rows, gen_s = self._sample(contexts, 1, visions)
         return [self._completion(prev.prompt, ctx, row, gen_s, vis)
