@@ -24,7 +24,8 @@
 # torch, torchvision and their nvidia-* wheels come from this machine's local wheel index when it
 # exists (LOCAL_INDEX, file:///opt/pypi-more/simple: uv does not read pip's config), else from PyPI
 # (~3 GB of downloads). Bytecode is compiled at build time (the actor imports transformers cold).
-# On a GPU cluster, bake the same into the node image instead and point reward.hpsv3.python at it.
+# The same script builds the GPU image's env (cluster/docker/Dockerfile, GPU_ENVS=1): the CUDA torch
+# pair above is what a GPU node runs; reward.hpsv3.python points there.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${1:-$ROOT/.venv-hpsv3}

