@@ -84,6 +84,7 @@ def rehearsal_overrides(cfg: BrushRLConfig, s: StandIns, steps: int = 3, ray_cpu
         out |= {"reward.hpsv3.python": str(s.hpsv3_python), "reward.hpsv3.device": "cpu",
                 "reward.hpsv3.batch_size": 4, "reward.hpsv3.num_cpus": 0.5,
                 "reward.hpsv3.config_path": str(s.hpsv3_dir / "hpsv3_tiny.yaml"),
+                "reward.hpsv3.base_model": str(s.hpsv3_dir / "base"),
                 "reward.hpsv3.checkpoint_path": str(s.hpsv3_dir / "hpsv3_tiny.safetensors")}
     if "judge" in scorers:
         out |= {"reward.judge.backend": "openai", "reward.judge.base_url": None, "reward.judge.model": "tiny-judge",
