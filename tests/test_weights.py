@@ -133,6 +133,11 @@ def test_fetch_downloads_the_repo_completely_and_a_second_fetch_is_a_noop(tmp_pa
     assert main(["weights", "fetch", str(cfg), "--to", str(wdir), "--endpoint", endpoint]) == 0
     assert downloads(requests) == []  # every file already there at that commit
 
+    (folder / SHARDS[1]).unlink()  # a lost shard: incomplete, and the next fetch brings back just it
+    assert local_status(folder).state == "incomplete" and SHARDS[1] in local_status(folder).detail
+    assert main(["weights", "fetch", str(cfg), "--to", str(wdir), "--endpoint", endpoint]) == 0
+    assert downloads(requests) == [f"/{REPO}/resolve/{SHA}/{SHARDS[1]}"] and local_status(folder).state == "complete"
+
 
 def test_dry_run_lists_models_files_and_sizes_without_downloading(tmp_path, hub, capsys):
     endpoint, requests = hub
@@ -184,7 +189,7 @@ def test_a_job_with_missing_weights_and_the_hub_offline_stops_before_ray(tmp_pat
     assert main(["train", "--config", str(cfg)]) == 2
     out = capsys.readouterr().out
     assert f"policy.model: {REPO}" in out and "HF_HUB_OFFLINE is set" in out
-    assert f"brushrl weights fetch {cfg} --to {tmp_path / 'w'} --only {REPO}" in out
+    assert f"fetch them first: brushrl weights fetch {cfg} --to {tmp_path / 'w'}\n" in out  # its one model: no --only
     assert not ray.is_initialized() and not (tmp_path / "runs").exists()  # no cluster, no actor, no run dir
 
 
@@ -212,6 +217,11 @@ def test_fetched_weights_resolve_to_local_paths_and_the_actors_go_offline(tmp_pa
 
     assert offline_env() == {"HF_HUB_OFFLINE": "1"}
     assert runtime_env_for(None)["env_vars"]["HF_HUB_OFFLINE"] == "1"  # what the scorer-side actors get
+    judged = {**yaml.safe_load(path.read_text()), "reward": {"weights": {"gate": 0.1, "judge": 0.9},
+                                                             "judge": {"backend": "transformers", "model": "org/judge"}}}
+    with pytest.raises(WeightsUnavailable, match=rf"--to {wdir} --only org/judge$") as err:  # the one missing
+        resolve_weights(parse_config(judged), str(path))
+    assert "reward.judge.model: org/judge" in str(err.value) and REPO not in str(err.value)
 
 
 def test_a_reachable_hub_still_serves_a_model_unless_local_is_required(tmp_path, hub, monkeypatch):

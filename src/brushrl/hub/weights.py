@@ -458,7 +458,8 @@ def resolve_weights(cfg, config: str, reason: Callable[[str], str | None] | None
                 notes.append(f"{ref.field}: {ref.name} from the hub (not local: each actor that loads it downloads "
                              f"it; fetch it once: {fetch_command(config, wdir, [ref.name])})")
     if problems:
-        fix = f"\nfetch them first: {fetch_command(config, wdir, remote)}" if remote else ""
+        every_hub_model = set(remote) == {r.name for r in refs if r.hub}  # then no --only: all of them
+        fix = f"\nfetch them first: {fetch_command(config, wdir, [] if every_hub_model else remote)}" if remote else ""
         if remote and not wdir:
             fix += " and set weights.dir to DIR"
         raise WeightsUnavailable("model weights unavailable, no actor started:\n  " + "\n  ".join(problems) + fix)
