@@ -268,3 +268,25 @@ def test_hpsv3_model_yaml_is_derived_with_the_configured_base(tmp_path):
     out = yaml.safe_load(Path(derived_model_yaml(str(template), "/mnt/weights/Qwen/Qwen2-VL-7B-Instruct",
                                                  str(tmp_path))).read_text())
     assert out == {"model_name_or_path": "/mnt/weights/Qwen/Qwen2-VL-7B-Instruct", "bf16": True}
+
+
+def test_the_rehearsal_of_h200_is_all_local_despite_require_local(tmp_path):
+    """``brushrl rehearse configs/h200.yaml`` swaps every model for a local stand-in, so h200's
+    ``weights.require_local`` passes without the hub and the actors go offline."""
+    from brushrl.config import load_config
+    from brushrl.rehearse.overrides import StandIns, rehearsal_overrides
+
+    judge, hps = tmp_path / "judge", tmp_path / "hps"
+    for folder in (judge, hps / "base"):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(b"\0" * 8)
+    (hps / "hpsv3_tiny.safetensors").write_bytes(b"\0" * 8)
+    (hps / "hpsv3_tiny.yaml").write_text(yaml.safe_dump({"model_name_or_path": str(hps / "base")}))
+    stand_ins = StandIns(tmp_path / "py", tmp_path / "py", judge, hps, tmp_path / "work", tmp_path / "sft")
+    h200 = ROOT / "configs/h200.yaml"
+    reh = load_config(h200, rehearsal_overrides(load_config(h200), stand_ins))
+    assert reh.weights.require_local
+    resolved = resolve_weights(reh, str(h200), reason=lambda repo: pytest.fail(f"asked the hub for {repo}"))
+    assert {r.name for r in models_of(reh)} == {str(judge), str(hps / "hpsv3_tiny.safetensors"), str(hps / "base")}
+    assert resolved.env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

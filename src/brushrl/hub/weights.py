@@ -357,12 +357,16 @@ def fetch_model(ref: ModelRef, weights_dir: str | Path, endpoint: str | None = N
     on stderr, a line per model from ``say``.
 
     Raises:
-        RuntimeError: a file is missing or of another size than listed after the download.
+        RuntimeError: the repository has none of the files wanted (e.g. only ``.bin`` weights), or a
+            file is missing or of another size than listed after the download.
         huggingface_hub / httpx errors: the hub did not answer.
     """
     from huggingface_hub import snapshot_download
 
     listing = listing or hub_listing(ref, endpoint)
+    if not listing.files:  # an empty marker would read as complete
+        want = ", ".join(ref.files) if ref.files else " ".join(SERVE_PATTERNS)
+        raise RuntimeError(f"{ref.name}: the hub lists none of the files wanted ({want})")
     dest = ref.local_dir(weights_dir)
     t0 = time.monotonic()
     # cache_dir: huggingface_hub keeps refs and tree listings there even with local_dir; inside the
