@@ -41,8 +41,9 @@ WANTED = sorted(set(FILES) - {"pytorch_model.bin"})
 
 
 class StandInHub(BaseHTTPRequestHandler):
-    """The hub's file API for one repository: model info, the recursive tree, and HEAD/GET of
-    ``/{repo}/resolve/{rev}/{file}``. Records every request in ``server.requests``."""
+    """The hub's file API for one repository (``server.repo``, its files ``server.files``): model
+    info, the recursive tree, and HEAD/GET of ``/{repo}/resolve/{rev}/{file}``. Records every
+    request in ``server.requests``."""
 
     def log_message(self, *args):  # quiet test output
         pass
@@ -58,19 +59,20 @@ class StandInHub(BaseHTTPRequestHandler):
     def _route(self, head: bool) -> None:
         path = unquote(urlparse(self.path).path)
         self.server.requests.append((self.command, path))
-        api = f"/api/models/{REPO}"
+        repo, files = self.server.repo, self.server.files
+        api = f"/api/models/{repo}"
         if path in (api, f"{api}/revision/main", f"{api}/revision/{SHA}"):
-            info = {"id": REPO, "modelId": REPO, "sha": SHA, "siblings": [{"rfilename": f} for f in FILES]}
+            info = {"id": repo, "modelId": repo, "sha": SHA, "siblings": [{"rfilename": f} for f in files]}
             return self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
         if path.startswith(f"{api}/tree/"):
             tree = [{"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
-                    for f, b in FILES.items()]
+                    for f, b in files.items()]
             return self._send(200, json.dumps(tree).encode(), {"Content-Type": "application/json"}, head)
-        prefix = f"/{REPO}/resolve/"
+        prefix = f"/{repo}/resolve/"
         if path.startswith(prefix):
             _rev, _, name = path[len(prefix):].partition("/")
-            if name in FILES:
-                body = FILES[name]
+            if name in files:
+                body = files[name]
                 return self._send(200, body, {"X-Repo-Commit": SHA, "ETag": f'"{hashlib.sha1(body).hexdigest()}"'},
                                   head)
         self._send(404, b'{"error": "not found"}', {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"},
@@ -83,13 +85,19 @@ class StandInHub(BaseHTTPRequestHandler):
         self._route(head=True)
 
 
+def serve_hub(repo: str, files: dict[str, bytes]):
+    """Start the stand-in hub for ``repo`` on a free loopback port; returns the server (stop it with
+    ``shutdown`` + ``server_close``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StandInHub)
+    server.repo, server.files, server.requests = repo, files, []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def hub():
-    """The stand-in hub on a free loopback port: (endpoint URL, list of (method, path) requests)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StandInHub)
-    server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    """The stand-in hub serving REPO: (endpoint URL, list of (method, path) requests)."""
+    server = serve_hub(REPO, FILES)
     yield f"http://127.0.0.1:{server.server_address[1]}", server.requests
     server.shutdown()
     server.server_close()
@@ -290,3 +298,48 @@ def test_the_rehearsal_of_h200_is_all_local_despite_require_local(tmp_path):
     resolved = resolve_weights(reh, str(h200), reason=lambda repo: pytest.fail(f"asked the hub for {repo}"))
     assert {r.name for r in models_of(reh)} == {str(judge), str(hps / "hpsv3_tiny.safetensors"), str(hps / "base")}
     assert resolved.env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def tiny_policy_files(out: Path) -> dict[str, bytes]:
+    """A real (random) Qwen3 causal LM with its tokenizer and chat template, saved by
+    ``save_pretrained`` in shards of at most 20 KB (so with ``model.safetensors.index.json``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok.train_from_iterator(["paint a loose watercolour flower"] * 4, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
+                                        chat_template="{% for m in messages %}{{ m['content'] }}<|im_end|>{% endfor %}")
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                         head_dim=8, tie_word_embeddings=False))
+    model.save_pretrained(out, max_shard_size="20KB")
+    tokenizer.save_pretrained(out)
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+def test_a_fetched_policy_loads_with_the_hub_offline(tmp_path, monkeypatch):
+    """What the fetch keeps is what transformers needs: a real sharded checkpoint served by the
+    stand-in hub, fetched, resolved by the job's check and loaded by brushrl's loader offline."""
+    from brushrl.policy.model import load_pretrained
+
+    repo = "brushrl-test/tiny-policy"
+    files = tiny_policy_files(tmp_path / "saved")
+    assert "model.safetensors.index.json" in files  # sharded, as the real models are
+    server = serve_hub(repo, files)
+    try:
+        path = tmp_path / "cfg.yaml"
+        path.write_text(yaml.safe_dump({"policy": {"model": repo, "sft": {"enabled": False}},
+                                        "weights": {"dir": str(tmp_path / "w")}}))
+        assert main(["weights", "fetch", str(path), "--endpoint",
+                     f"http://127.0.0.1:{server.server_address[1]}"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    resolved = resolve_weights(parse_config(yaml.safe_load(path.read_text())), str(path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", resolved.env["HF_HUB_OFFLINE"])  # what the actors run with
+    model, tokenizer = load_pretrained(resolved.cfg.policy.model)
+    ids = tokenizer("a flower", return_tensors="pt").input_ids
+    assert model.generate(ids, max_new_tokens=2, do_sample=False).shape[1] == ids.shape[1] + 2
