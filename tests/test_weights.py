@@ -343,3 +343,19 @@ def test_a_fetched_policy_loads_with_the_hub_offline(tmp_path, monkeypatch):
     model, tokenizer = load_pretrained(resolved.cfg.policy.model)
     ids = tokenizer("a flower", return_tensors="pt").input_ids
     assert model.generate(ids, max_new_tokens=2, do_sample=False).shape[1] == ids.shape[1] + 2
+
+
+def test_a_model_two_fields_name_is_fetched_once_and_resolved_in_both(tmp_path, hub):
+    endpoint, requests = hub
+    wdir = tmp_path / "w"
+    path = write_config(tmp_path, wdir, reward={"weights": {"gate": 0.1, "hpsv3": 0.9},
+                                                "hpsv3": {"base_model": REPO, "checkpoint_path": str(tmp_path / "c")}})
+    (tmp_path / "c").write_bytes(b"\0")
+    cfg = parse_config(yaml.safe_load(path.read_text()))
+    assert [(r.field, r.targets) for r in models_of(cfg) if r.name == REPO] == [
+        ("policy.model", ("policy.model", "reward.hpsv3.base_model"))]
+    assert main(["weights", "fetch", str(path), "--endpoint", endpoint]) == 0
+    assert len(downloads(requests)) == len(WANTED)  # once, not once per field
+    resolved = resolve_weights(cfg, str(path))
+    assert resolved.cfg.policy.model == resolved.cfg.reward.hpsv3.base_model == str(wdir / REPO)
+    assert resolved.cfg.reward.hpsv3.checkpoint_path == str(tmp_path / "c") and resolved.env

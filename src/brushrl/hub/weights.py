@@ -83,14 +83,15 @@ class ModelRef:
         name: the hub id or local path as written in the config.
         files: the exact files needed (HPSv3's checkpoint), or None: a model folder
             (:data:`SERVE_PATTERNS`).
-        target: the dotted field that receives the local path when resolved (``field`` unless the
-            value lives elsewhere: HPSv3's checkpoint repo resolves into ``checkpoint_path``).
+        targets: the dotted fields that receive the local path when resolved (usually ``field``;
+            HPSv3's checkpoint repo resolves into ``checkpoint_path``; a model two fields name,
+            e.g. the policy also used as HPSv3's base, lists both).
     """
 
     field: str
     name: str
     files: tuple[str, ...] | None = None
-    target: str = ""
+    targets: tuple[str, ...] = ()
 
     @property
     def hub(self) -> bool:
@@ -107,34 +108,36 @@ class ModelRef:
 
 
 def models_of(cfg) -> list[ModelRef]:
-    """The models ``cfg`` (a ``BrushRLConfig``) loads, in start order; each hub id once (the first
-    field naming it wins). None for ``policy.model: tiny``, a judge behind someone else's endpoint,
-    or an unweighted scorer."""
+    """The models ``cfg`` (a ``BrushRLConfig``) loads, in start order; each model once (the first
+    field naming it is shown, every field naming it is resolved: ``targets``). None for
+    ``policy.model: tiny``, a judge behind someone else's endpoint, or an unweighted scorer."""
     refs: list[ModelRef] = []
     if cfg.policy.model != "tiny":
-        refs.append(ModelRef("policy.model", cfg.policy.model, target="policy.model"))
+        refs.append(ModelRef("policy.model", cfg.policy.model, targets=("policy.model",)))
     judge = cfg.reward.judge
     judge_used = "judge" in cfg.reward.scorers or (cfg.rollout.turns > 1 and cfg.reward.critic.kind == "judge")
     if judge_used and judge.serve is not None:
         fld = "reward.judge.serve.weights" if judge.serve.weights else "reward.judge.model"
-        refs.append(ModelRef(fld, judge.serve.weights or judge.model, target="reward.judge.serve.weights"))
+        refs.append(ModelRef(fld, judge.serve.weights or judge.model, targets=("reward.judge.serve.weights",)))
     elif judge_used and judge.backend == "transformers":
-        refs.append(ModelRef("reward.judge.model", judge.model, target="reward.judge.model"))
+        refs.append(ModelRef("reward.judge.model", judge.model, targets=("reward.judge.model",)))
     if "hpsv3" in cfg.reward.scorers:
         h = cfg.reward.hpsv3
         if h.checkpoint_path:
-            refs.append(ModelRef("reward.hpsv3.checkpoint_path", h.checkpoint_path, target="reward.hpsv3.checkpoint_path"))
+            refs.append(ModelRef("reward.hpsv3.checkpoint_path", h.checkpoint_path,
+                                 targets=("reward.hpsv3.checkpoint_path",)))
         else:
             refs.append(ModelRef("reward.hpsv3.checkpoint_repo", h.checkpoint_repo, (HPSV3_CHECKPOINT_FILE,),
-                                 target="reward.hpsv3.checkpoint_path"))
+                                 targets=("reward.hpsv3.checkpoint_path",)))
         base_field = "reward.hpsv3.base_model" if h.base_model else "reward.hpsv3.config_path"
-        refs.append(ModelRef(base_field, hpsv3_base(h), target="reward.hpsv3.base_model"))
-    seen, out = set(), []
-    for ref in refs:
-        if ref.name not in seen:
-            seen.add(ref.name)
-            out.append(ref)
-    return out
+        refs.append(ModelRef(base_field, hpsv3_base(h), targets=("reward.hpsv3.base_model",)))
+    merged: dict[tuple, ModelRef] = {}
+    for ref in refs:  # one fetch and one row a model; every field naming it still gets its local path
+        key = (ref.name, ref.files)
+        first = merged.get(key)
+        merged[key] = ref if first is None else ModelRef(first.field, first.name, first.files,
+                                                         first.targets + ref.targets)
+    return list(merged.values())
 
 
 def hpsv3_base(h) -> str:
@@ -421,7 +424,7 @@ def resolve_weights(cfg, config: str, reason: Callable[[str], str | None] | None
     """Turn the hub ids of ``cfg`` into local paths before any actor starts.
 
     Each model of :func:`models_of`: a local path must be complete; a hub id complete under
-    ``weights.dir`` becomes that path (``ModelRef.target``); any other hub id stays and its actor
+    ``weights.dir`` becomes that path (in each of ``ModelRef.targets``); any other hub id stays and its actor
     downloads it at start, if the hub answers (``reason``, default :func:`hub_reason`) and
     ``weights.require_local`` is off. Every model local: ``env`` holds the offline switches.
     ``config`` is the config file's path as the user gave it (for the fetch command). A config that
@@ -439,12 +442,13 @@ def resolve_weights(cfg, config: str, reason: Callable[[str], str | None] | None
     # HF_ENDPOINT read now (huggingface_hub reads it once, at import): a mirror set for the job counts.
     endpoint = os.environ.get("HF_ENDPOINT") or None
     reason = reason or (lambda repo: hub_reason(repo, endpoint, timeout_s=wcfg.check_timeout_s))
-    updates, notes, problems, remote = {}, [], [], []
+    updates, notes, problems, remote, local = {}, [], [], [], 0
     for ref in refs:
         st = ref_status(ref, wdir)
         if st.state == "complete":
             value = ref.local_value(wdir) if ref.hub else ref.name
-            updates[ref.target] = value
+            updates |= {target: value for target in ref.targets}
+            local += 1
             notes.append(f"{ref.field}: {ref.name} -> {value} (complete, {human_size(st.size)})")
         elif not ref.hub:
             problems.append(f"{ref.field}: {ref.name} is {st.state} ({st.detail})")
@@ -468,8 +472,7 @@ def resolve_weights(cfg, config: str, reason: Callable[[str], str | None] | None
             fix += " and set weights.dir to DIR"
         raise WeightsUnavailable("model weights unavailable, no actor started:\n  " + "\n  ".join(problems) + fix)
     resolved = _with_values(cfg, updates)
-    every_local = len(updates) == len(refs)
-    return Resolved(resolved, {k: "1" for k in OFFLINE_VARS} if every_local else {}, notes)
+    return Resolved(resolved, {k: "1" for k in OFFLINE_VARS} if local == len(refs) else {}, notes)
 
 
 def _with_values(cfg, updates: dict[str, str]):
