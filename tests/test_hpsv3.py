@@ -100,6 +100,32 @@ def test_scorer_in_the_hpsv3_env_through_the_real_inferencer(tiny_checkpoint):
     _check_scores(res["out"], res["alone"]["mu"])
 
 
+BASE_OVERRIDE_IN_ENV = """
+import io, sys
+from PIL import Image
+from brushrl.reward.hpsv3 import HPSv3Scorer
+d, base = sys.argv[1], sys.argv[2]
+s = HPSv3Scorer({"config_path": d + "/hpsv3_tiny.yaml", "checkpoint_path": d + "/hpsv3_tiny.safetensors",
+                 "base_model": base, "device": "cpu", "batch_size": 2})
+b = io.BytesIO(); Image.new("RGB", (64, 64), "#d08070").save(b, "PNG")
+print("RESULT", s.score_group([b.getvalue()], "p", 0)[0].raw)
+"""
+
+
+def test_base_model_replaces_the_yaml_base_in_the_hpsv3_env(tiny_checkpoint, tmp_path):
+    """``reward.hpsv3.base_model`` (what the driver resolves to a folder under ``weights.dir``) is the base
+    hpsv3 loads: the tiny YAML names ``base/``, which is moved away, and the score still comes, offline."""
+    import shutil
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, ckpt)
+    shutil.move(ckpt / "base", tmp_path / "elsewhere")
+    proc = subprocess.run([HPSV3_PYTHON, "-c", BASE_OVERRIDE_IN_ENV, str(ckpt), str(tmp_path / "elsewhere")],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0 and "RESULT {'mu':" in proc.stdout, proc.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_actor_scores_in_its_own_env_through_the_real_inferencer(tiny_checkpoint):
     import ray

@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "brushrl.pool.cli",  # pool
     "brushrl.bench_cli",  # bench render
     "brushrl.plan.cli",  # config check, plan
+    "brushrl.hub.cli",  # weights fetch
     "brushrl.rehearse.cli",  # rehearse
     "brushrl.artifacts.cli",  # serve
 )

@@ -440,10 +440,19 @@ class HPSv3Config(_Section):
     ``.venv-hpsv3/bin/python`` (``make hpsv3-env``); Ray starts the actor with it
     (``runtime_env.py_executable``). None: the driver's Python (which then must import ``hpsv3``)."""
     config_path: str | None = None
-    """hpsv3 model YAML (None: the package's HPSv3_7B.yaml, base model ``Qwen/Qwen2-VL-7B-Instruct``);
-    point its ``model_name_or_path`` at a local Qwen2-VL-7B-Instruct to run offline."""
+    """hpsv3 model YAML (None: the package's HPSv3_7B.yaml, whose base model is
+    ``Qwen/Qwen2-VL-7B-Instruct``). Its ``model_name_or_path`` is replaced by ``base_model`` when
+    that is set (brushrl writes the derived YAML in the actor, so hpsv3 never downloads the base)."""
+    base_model: str | None = None
+    """HPSv3's base VLM: a hub id (loaded from ``weights.dir`` when fetched there,
+    ``brushrl.hub.weights``) or a local folder. None: the ``model_name_or_path`` of ``config_path``'s
+    YAML. The GPU configs name it explicitly."""
     checkpoint_path: str | None = None
-    """HPSv3 weights (.safetensors/.pth); None downloads MizzenAI/HPSv3 ``HPSv3.safetensors``."""
+    """HPSv3 weights file (.safetensors/.pth) on local storage. None: ``checkpoint_repo``'s
+    ``HPSv3.safetensors``, from ``weights.dir`` when fetched there, else downloaded by the actor."""
+    checkpoint_repo: str = "MizzenAI/HPSv3"
+    """Hub repository of the HPSv3 checkpoint (file ``HPSv3.safetensors``), read when
+    ``checkpoint_path`` is None."""
     prompt: str = "a loose watercolour flower"
     """Text prompt scored with every image (reproduction: naming "hibiscus" flattened the range;
     this one spans +9.04 mu from blank to painting)."""
@@ -827,6 +836,23 @@ MOVED_FIELDS: dict[str, tuple[str, object]] = {
 }
 
 
+class WeightsConfig(_Section):
+    """Where the models' weights come from (``brushrl weights fetch``, ``brushrl.hub.weights``)."""
+
+    dir: str | None = None
+    """Shared folder that ``brushrl weights fetch CONFIG --to DIR`` filled, one ``<org>/<name>/``
+    folder per hub id (``~`` expands; on a cluster a volume the driver and every GPU node mount). The
+    driver loads each hub id the config names from there when its copy is complete, and when every
+    model is local the actors run with ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``. None:
+    hub ids are downloaded by each actor at its start (the hub must be reachable)."""
+    require_local: bool = False
+    """Stop the job before any actor starts unless every model is complete locally, even when the
+    hub is reachable: no process downloads weights at its start."""
+    check_timeout_s: float = Field(5.0, gt=0)
+    """Seconds the driver waits for the hub (one ``model_info`` request per model) when a model is
+    not local; no answer in time counts as unreachable."""
+
+
 class BrushRLConfig(_Section):
     """The whole run configuration (one YAML file)."""
 
@@ -845,6 +871,8 @@ class BrushRLConfig(_Section):
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     """What ``brushrl eval`` scores a policy on."""
+    weights: WeightsConfig = Field(default_factory=WeightsConfig)
+    """Where model weights come from: a shared folder filled once by ``brushrl weights fetch``."""
 
     @model_validator(mode="before")
     @classmethod

@@ -129,6 +129,7 @@ def make_learner_actor(
         from brushrl.learner.group import make_learner_group
 
         return make_learner_group(cfg, total_steps, policy_loader=policy_loader, **learner_kwargs)
+    from brushrl.hub.weights import offline_env  # the driver's offline switches (every model local)
     from brushrl.plan.resources import ray_options
 
     threads = str(cfg.policy.torch_threads)
@@ -136,6 +137,6 @@ def make_learner_actor(
     remote_cls = ray.remote(LearnerActor).options(
         num_cpus=cfg.learner.num_cpus,
         **options,
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **offline_env()}},
     )
     return remote_cls.remote(cfg, total_steps, policy_loader, learner_kwargs)

@@ -34,6 +34,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from brushrl.config import BrushRLConfig
+from brushrl.hub.weights import offline_env
 from brushrl.learner.actor import LearnerActor, PolicyLoader
 
 #: Seconds to wait for the cluster to place every worker's bundle (the autoscaler may add nodes).
@@ -127,7 +128,7 @@ class LearnerGroup:
             remote_cls.options(
                 **options,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=r),
-                runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
+                runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **offline_env()}},
             ).remote(r, n)
             for r in range(n)
         ]

@@ -50,12 +50,40 @@ def config_from_args(args: argparse.Namespace):
 STOPPED_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
+def resolve_job_weights(cfg, config: str):
+    """The config with its hub models loaded from ``weights.dir`` (``brushrl.hub.weights.resolve_weights``),
+    before Ray or any actor starts; when every model is local, the hub's offline switches go into
+    this process's environment (a local Ray cluster inherits them; actors of a submitted job get
+    them through their runtime envs, ``offline_env``). Prints one line a model.
+
+    Raises:
+        WeightsUnavailable: a model neither local nor reachable (named, with the fetch command).
+    """
+    import os
+
+    from brushrl.hub.weights import resolve_weights
+
+    resolved = resolve_weights(cfg, config)
+    os.environ.update(resolved.env)
+    for line in resolved.notes:
+        print(f"[brushrl] weights: {line}", flush=True)
+    if resolved.env:
+        print("[brushrl] weights: every model local; actors run with " + ", ".join(f"{k}=1" for k in resolved.env),
+              flush=True)
+    return resolved.cfg
+
+
 def run_train(args: argparse.Namespace) -> int:
-    """Run a training job; returns the exit code: 0 finished, 2 bad config or nothing to resume,
-    130 / 143 stopped by SIGINT / SIGTERM (the run directory is consistent and resumable)."""
+    """Run a training job; returns the exit code: 0 finished, 2 bad config, nothing to resume or
+    model weights unavailable (before any actor starts), 130 / 143 stopped by SIGINT / SIGTERM (the
+    run directory is consistent and resumable)."""
+    from brushrl.hub.weights import WeightsUnavailable
+
     try:
         cfg = config_from_args(args)
-    except ConfigError as exc:
+        resume = getattr(args, "resume", None)
+        cfg = resolve_job_weights(cfg, f"{resume}/config.yaml" if resume else args.config)
+    except (ConfigError, WeightsUnavailable) as exc:
         print(exc)
         return 2
     import logging

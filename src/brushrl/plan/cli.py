@@ -94,6 +94,22 @@ def _problems(console: Console, plan: ResourcePlan, mem: MemoryPlan | None = Non
         console.print(f"[green]ok[/]: every actor fits{gpu} and the renderers keep up with the learner")
 
 
+def _weights(console: Console, cfg: BrushRLConfig) -> None:
+    """Each model the config names with its local path and state (``brushrl.hub.weights``): local
+    files only, no network, so planning without the weights works; a config that names no hub
+    model (the tiny CPU policy) prints nothing."""
+    from brushrl.hub.cli import weights_table
+    from brushrl.hub.weights import models_of, ref_status
+
+    refs = models_of(cfg)
+    if not refs:
+        return
+    wdir = cfg.weights.dir
+    rows = [(ref, ref_status(ref, wdir), "", "") for ref in refs]
+    console.print(weights_table(rows, sizes=False,
+                                title=f"model weights (weights.dir: {wdir or 'not set'}; complete ones load offline)"))
+
+
 def run_check(args: argparse.Namespace) -> int:
     """``brushrl config check``: 0 ok, 1 plan errors (or warnings with ``--strict``), 2 bad config."""
     console = Console(file=sys.stdout, width=args.width)
@@ -111,6 +127,7 @@ def run_check(args: argparse.Namespace) -> int:
     for table in plan_tables(cfg, plan) + memory_tables(mem):
         console.print(table)
     _problems(console, plan, mem)
+    _weights(console, cfg)
     errors, warnings = plan.errors + mem.errors, plan.warnings + mem.warnings
     return 1 if errors or (args.strict and warnings) else 0
 

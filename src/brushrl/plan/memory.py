@@ -285,7 +285,7 @@ def _gpu_actors(cfg: BrushRLConfig, figures: _Figures) -> list[_GpuActor]:
                     f"judge[{i}]", fig.name, parts, typed(res.judge), share, _note(fig)),
                     gpus_needed=serve.tensor_parallel_size))
     if "hpsv3" in rew.scorers and res.hpsv3.num_gpus:
-        fig = figures.get("Qwen/Qwen2-VL-7B-Instruct" if rew.hpsv3.config_path is None else _hpsv3_base(rew.hpsv3),
+        fig = figures.get(_hpsv3_base(rew.hpsv3),
                           "resources.hpsv3")
         if fig:
             parts = inference_memory(fig, dtype_bytes=2, batch=rew.hpsv3.batch_size, seq=HPSV3_TOKENS)
@@ -306,14 +306,11 @@ def _policy_model(cfg: BrushRLConfig) -> str:
 
 
 def _hpsv3_base(hcfg) -> str:
-    """``model_name_or_path`` of an hpsv3 model YAML (the base VLM whose figures HPSv3 has)."""
-    import yaml
+    """The base VLM whose figures HPSv3 has (``reward.hpsv3.base_model``, else its YAML's
+    ``model_name_or_path``; ``brushrl.hub.weights.hpsv3_base``)."""
+    from brushrl.hub.weights import hpsv3_base
 
-    try:
-        with open(hcfg.config_path) as fh:
-            return str((yaml.safe_load(fh) or {}).get("model_name_or_path") or "Qwen/Qwen2-VL-7B-Instruct")
-    except OSError:
-        return "Qwen/Qwen2-VL-7B-Instruct"
+    return hpsv3_base(hcfg)
 
 
 def _note(fig: ModelFigures) -> str:

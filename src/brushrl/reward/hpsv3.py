@@ -66,8 +66,11 @@ class HPSv3Scorer:
                     f"hpsv3 is not importable by {sys.executable} ({exc}); set reward.hpsv3.python to the "
                     "Python of an env built with scripts/build_hpsv3_env.sh"
                 ) from exc
+            config_path = cfg.get("config_path")
+            if cfg.get("base_model"):
+                config_path = derived_model_yaml(config_path, cfg["base_model"])
             inferencer = HPSv3RewardInferencer(
-                config_path=cfg.get("config_path"),
+                config_path=config_path,
                 checkpoint_path=cfg.get("checkpoint_path"),
                 device=cfg.get("device", "cuda"),
             )
@@ -113,6 +116,33 @@ class HPSv3Scorer:
             else:
                 results.append(ScoreOut(mu_to_score(ms[0], scale), {"mu": ms[0], "sigma": ms[1]}))
         return results
+
+
+def derived_model_yaml(config_path: str | None, base_model: str, out_dir: str | None = None) -> str:
+    """Write hpsv3's model YAML with ``model_name_or_path`` set to ``base_model`` and return its path.
+
+    The template is ``config_path``, or the hpsv3 package's ``config/HPSv3_7B.yaml`` (where
+    ``HPSv3RewardInferencer`` finds it when given no config). Without this, hpsv3 loads the base VLM
+    named in its own YAML (``Qwen/Qwen2-VL-7B-Instruct``), downloading it from the hub in every actor
+    process. Runs in the hpsv3 env (PyYAML is hpsv3's dependency); ``out_dir`` None: a new temp dir.
+
+    Raises:
+        OSError: the template cannot be read.
+    """
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    if config_path is None:
+        import hpsv3
+
+        config_path = str(Path(hpsv3.__file__).parent / "config" / "HPSv3_7B.yaml")
+    spec = yaml.safe_load(Path(config_path).read_text()) or {}
+    spec["model_name_or_path"] = base_model
+    out = Path(out_dir or tempfile.mkdtemp(prefix="brushrl-hpsv3-")) / "hpsv3_model.yaml"
+    out.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(out)
 
 
 def hpsv3_runtime_env(python: str | None) -> dict:

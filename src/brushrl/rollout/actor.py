@@ -31,9 +31,11 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         ``load_adapter.remote(state, version)``, ``policy_version.remote()``; the vLLM actor also
         has ``registered_adapters.remote()`` and ``prefix_cache_stats.remote()``.
     """
+    from brushrl.hub.weights import offline_env
     from brushrl.plan.resources import ray_options
 
-    env_vars = {"OMP_NUM_THREADS": str(cfg.policy.torch_threads)}
+    # offline_env: the hub's offline switches of the driver (every model local, brushrl.hub.weights)
+    env_vars = {"OMP_NUM_THREADS": str(cfg.policy.torch_threads), **offline_env()}
     runtime_env: dict = {"env_vars": env_vars}
     if cfg.rollout.python:
         runtime_env["py_executable"] = cfg.rollout.python

@@ -1,0 +1,1 @@
+"""Hugging Face hub models: their weights fetched once to shared storage (``brushrl.hub.weights``)."""
