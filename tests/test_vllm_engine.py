@@ -4,8 +4,9 @@ vllm env (``rollout.python``), driven from this (the learner's) env through ``ma
 Checks: behaviour log-probs vLLM returns match the learner's recomputation (``LOGPROB_TOL``); a
 LoRA sync (``learner.save_adapter`` -> ``load_adapter`` under a new id per version) changes the
 outputs, serves the learner's adapter and unregisters the previous one; a sync from a missing
-folder raises and keeps serving the old version. Uses the tiny warm-started policy (no download)
-and the real GRPO learner.
+folder raises and keeps serving the old version; the sync canary's ``score`` equals the sampled
+log-probs and catches a wrong-prefix adapter folder, which vLLM registers and then ignores. Uses the
+tiny warm-started policy (no download) and the real GRPO learner.
 
 Needs the vllm env (``make vllm-env``, i.e. ``scripts/build_vllm_env.sh``; ``BRUSHRL_VLLM_PYTHON``
 overrides its interpreter); skipped without it.

@@ -11,7 +11,8 @@ adapter whose key layout does not match the engine's module names (vLLM checks o
 (``brushrl.orchestrator.sync_check``) must stop the run; ``tests/test_sync_check.py`` checks that
 it does.
 
-Never set it outside tests: it breaks every sync on purpose.
+Never set it outside tests: it breaks every sync on purpose (and the vLLM engine leaves each
+renamed copy, ``<adapter folder>.fault``, next to the folder it copied).
 """
 
 from __future__ import annotations
