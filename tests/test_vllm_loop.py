@@ -53,6 +53,7 @@ def test_two_async_steps_on_vllm_use_its_behaviour_logprobs(tmp_path, fresh_ray)
             # One version behind (max_staleness 1): the ratio moves with the LoRA update, a little.
             assert m["staleness/max"] == 1 and abs(m["learner/is_ratio_mean"] - 1.0) < 0.05, m
     # The sync canary: after every sync vLLM served the learner's adapter (fp32 on both sides).
+    print("\nsync canary per step:", [{k: v for k, v in m.items() if k.startswith("sync/")} for m in metrics])
     for m in metrics:
         if m["groups/accepted"]:
             assert m["sync/logprob_gap_max"] < LOGPROB_TOL, m
