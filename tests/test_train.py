@@ -108,6 +108,12 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     from brushrl.reward.report import summarize_run
 
     assert [s["sync"]["logprob_gap"] for s in summarize_run(run)["steps"]] == [m["sync/logprob_gap"] for m in metrics]
+    from brushrl.reward.report import main as report_main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert report_main([str(run), "--json", str(tmp_path / "report.json")]) == 0
+    assert "sync gap" in printed.getvalue() and f"{metrics[-1]['sync/logprob_gap']:.1e}" in printed.getvalue()
     assert all(m["time/update_s"] > 0 and m["time/sync_s"] >= 0 for m in metrics)
     assert "data-state='finished'" in html and (run / "gate_mix.svg").exists()
 
