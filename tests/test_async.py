@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from brushrl.learner import GroupFilter
-from brushrl.orchestrator.loop import GRPOLoop
+from brushrl.orchestrator.loop import GRPOLoop, Synced
 from brushrl.orchestrator.capacity import GroupLedger
 from brushrl.orchestrator.producer import GroupCounts, Ticket
 from brushrl.types import Completion, GateVerdict, Group, Sample
@@ -97,10 +97,10 @@ class TimedLearner:
         self.busy = False
         return {"loss": 0.0}
 
-    async def sync(self) -> int:
+    async def sync(self) -> Synced:
         await asyncio.sleep(0.001)
         self.engine.version = self.version
-        return self.version
+        return Synced(self.version)
 
 
 def make_producer(engine: Engine, learner: TimedLearner | None = None, delays=None, rewards=None, fail=()):

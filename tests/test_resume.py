@@ -66,6 +66,10 @@ def test_sigkilled_run_resumes_with_the_same_numbering(tmp_path):
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-4000:]
     assert f"resumed from step_{killed_at:04d}" in log, log[-4000:]
+    # The sync canary checked the adapter the resumed engine loaded from the checkpoint.
+    version = json.loads((run / "checkpoints" / f"step_{killed_at:04d}" / "trainer_state.json").read_text())[
+        "policy_version"]
+    assert f"[brushrl] sync check, policy version {version}: log-prob gap" in log, log[-4000:]
 
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]

@@ -98,6 +98,22 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     assert "step 2" in html and "reward_curve.svg" in html and (run / "reward_curve.svg").exists()
 
     assert all(m["staleness/max"] == 0 for m in metrics)  # the synchronous trainer is on-policy
+    # The sync canary checked version 0 and every step's sync (each step trained, so each synced):
+    # the fp32 engine serves exactly the learner's adapter (docs/async.md).
+    tolerance = cfg.orchestrator.sync_check.tolerance
+    assert "[brushrl] sync check, policy version 0: log-prob gap" in log.getvalue()
+    for m in metrics:
+        assert 0 <= m["sync/logprob_gap"] <= m["sync/logprob_gap_max"] < tolerance, m
+        assert m["sync/engine_shift"] == pytest.approx(m["sync/adapter_shift"], abs=tolerance), m
+    from brushrl.reward.report import summarize_run
+
+    assert [s["sync"]["logprob_gap"] for s in summarize_run(run)["steps"]] == [m["sync/logprob_gap"] for m in metrics]
+    from brushrl.reward.report import main as report_main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert report_main([str(run), "--json", str(tmp_path / "report.json")]) == 0
+    assert "sync gap" in printed.getvalue() and f"{metrics[-1]['sync/logprob_gap']:.1e}" in printed.getvalue()
     assert all(m["time/update_s"] > 0 and m["time/sync_s"] >= 0 for m in metrics)
     assert "data-state='finished'" in html and (run / "gate_mix.svg").exists()
 

@@ -4,8 +4,9 @@ vllm env (``rollout.python``), driven from this (the learner's) env through ``ma
 Checks: behaviour log-probs vLLM returns match the learner's recomputation (``LOGPROB_TOL``); a
 LoRA sync (``learner.save_adapter`` -> ``load_adapter`` under a new id per version) changes the
 outputs, serves the learner's adapter and unregisters the previous one; a sync from a missing
-folder raises and keeps serving the old version. Uses the tiny warm-started policy (no download)
-and the real GRPO learner.
+folder raises and keeps serving the old version; the sync canary's ``score`` equals the sampled
+log-probs and catches a wrong-prefix adapter folder, which vLLM registers and then ignores. Uses the
+tiny warm-started policy (no download) and the real GRPO learner.
 
 Needs the vllm env (``make vllm-env``, i.e. ``scripts/build_vllm_env.sh``; ``BRUSHRL_VLLM_PYTHON``
 overrides its interpreter); skipped without it.
@@ -126,3 +127,45 @@ def test_sync_from_a_missing_folder_fails_loudly_and_keeps_serving(setup):
     assert ray.get(actor.registered_adapters.remote()) == adapters
     (group,) = ray.get(actor.generate.remote(["Paint a pear."], 2, 3), timeout=300)
     assert [c.policy_version for c in group] == [served, served]
+
+
+def test_sync_canary_scores_like_sampling_and_catches_a_wrong_prefix_adapter(setup):
+    """``score`` (prompt log-probs) equals the log-probs vLLM logs while sampling; after a healthy
+    sync the canary passes; an adapter folder whose keys sit under a wrong module path is registered
+    by vLLM without a word and changes nothing (0 LoRA weights applied), and the canary stops it."""
+    from brushrl.orchestrator.sync_check import Probe, SyncCheck, SyncCheckError, measure
+    from brushrl.rollout.fault import wrong_prefix_folder
+    from test_sync_check import _step_on_varied_sequences
+
+    cfg, actor, learner, tokenizer, system_prompt, tmp = setup
+    probe = Probe.build(tokenizer, system_prompt, cfg.prompts.template, cfg.orchestrator.sync_check.probe_tokens)
+    check = SyncCheck(cfg.orchestrator.sync_check, probe)
+
+    def score(adapter=True):
+        return ray.get(actor.score.remote(probe.prompt_ids, probe.completion_ids, adapter), timeout=300)
+
+    check.base = score(adapter=False)
+    version = ray.get(actor.policy_version.remote()) + 1
+    _step_on_varied_sequences(learner, probe.prompt_ids)
+    path = learner.save_adapter(tmp / "adapters" / f"v{version:06d}")
+    ray.get(actor.load_adapter.remote(str(path), version), timeout=120)
+    (group,) = ray.get(actor.generate.remote(["Paint a white anemone in loose watercolour."], 2, 11), timeout=300)
+    for c in group:
+        scored = ray.get(actor.score.remote(c.prompt_ids, c.completion_ids), timeout=300)
+        worst = max(abs(a - b) for a, b in zip(scored, c.logprobs))
+        print(f"\nmax |score - sampled| log-prob, adapter v{version}: {worst:.2e} nats")
+        assert len(scored) == len(c.completion_ids) and worst < LOGPROB_TOL
+    learner_lp = learner.completion_logprobs(probe.prompt_ids, probe.completion_ids)
+    healthy = check.judge(version, score(), learner_lp)
+    print(f"healthy sync on vLLM: {healthy}")
+    assert healthy.gap_max < LOGPROB_TOL and healthy.shift > 100 * cfg.orchestrator.sync_check.min_shift, healthy
+
+    bad = wrong_prefix_folder(path, tmp / "adapters" / f"v{version + 1:06d}")
+    ray.get(actor.load_adapter.remote(str(bad), version + 1), timeout=120)  # accepted: no error, no warning
+    assert ray.get(actor.registered_adapters.remote()) == [version + 2]
+    served = score()
+    gap = measure(version + 1, served, learner_lp, check.base)
+    print(f"wrong key prefix on vLLM: {gap}")
+    assert gap.engine_shift < LOGPROB_TOL, "vLLM applied the wrong-prefix adapter after all"
+    with pytest.raises(SyncCheckError, match=rf"policy version {version + 1}: .* by {gap.gap:.3g} nats/token"):
+        check.judge(version + 1, served, learner_lp)

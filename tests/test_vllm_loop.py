@@ -52,6 +52,12 @@ def test_two_async_steps_on_vllm_use_its_behaviour_logprobs(tmp_path, fresh_ray)
         else:
             # One version behind (max_staleness 1): the ratio moves with the LoRA update, a little.
             assert m["staleness/max"] == 1 and abs(m["learner/is_ratio_mean"] - 1.0) < 0.05, m
+    # The sync canary: after every sync vLLM served the learner's adapter (fp32 on both sides).
+    print("\nsync canary per step:", [{k: v for k, v in m.items() if k.startswith("sync/")} for m in metrics])
+    for m in metrics:
+        if m["groups/accepted"]:
+            assert m["sync/logprob_gap_max"] < LOGPROB_TOL, m
+            assert m["sync/engine_shift"] == pytest.approx(m["sync/adapter_shift"], abs=LOGPROB_TOL), m
     assert (run / "checkpoints" / "step_0002" / "adapter_model.safetensors").exists()
     # Adapters were synced to vLLM through per-version folders.
     assert any((tmp_path / "adapters").glob("v*/adapter_config.json"))

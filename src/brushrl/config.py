@@ -702,6 +702,36 @@ class EvalConfig(_Section):
     """Bootstrap resamples behind each 95% interval."""
 
 
+class SyncCheckConfig(_Section):
+    """The weight-sync canary (``brushrl.orchestrator.sync_check``, docs/async.md): after every
+    adapter sync (version 0 and a resume included) the rollout engine and the learner score one
+    fixed probe sequence, and the run stops with ``SyncCheckError`` when they disagree, so a sync
+    that silently left the engine on other weights (an adapter whose keys match none of the
+    engine's modules: vLLM then applies no LoRA at all and says so at debug level) never produces
+    samples that get trained on."""
+
+    enabled: bool = True
+    """Run the check after every sync (false: no probe, no ``sync/*`` metrics)."""
+    tolerance: float = Field(0.05, gt=0)
+    """Largest allowed mean |engine - learner| log-prob over the probe's tokens, nats/token. 0.05:
+    a bf16 GPU engine against a bf16-autocast learner is expected to differ by ~1e-2 nats/token on
+    healthy syncs (the training-inference mismatch that truncated IS corrects; not yet measured in
+    this project, no GPU run since the canary: set it from the first GPU run's ``sync/logprob_gap``),
+    so ~5x headroom, while a base-serving engine misses by the learner's whole shift. fp32 CPU
+    engines agree to ~1e-6 (measured, docs/async.md); ``configs/local.yaml`` tightens this to 1e-3."""
+    min_shift: float = Field(0.05, gt=0)
+    """The learner counts as moved away from the base policy once its mean |log-prob - base| on the
+    probe exceeds this (nats/token); from then on an engine whose own shift from the base is below
+    half of the learner's is serving the base and the run stops. Keep it above the engines'
+    numerical gap (a base-serving engine must not look moved by noise alone); with the default
+    ``tolerance`` a gap check alone misses a base-serving engine while the learner's shift is below
+    the tolerance."""
+    probe_tokens: int = Field(64, ge=8)
+    """Completion tokens of the probe: the first ones of the corpus's first canonical sketch
+    (``brushrl.corpus``), its lines in a fixed shuffled order, as the reply to that sketch's
+    training prompt (``brushrl.orchestrator.sync_check.Probe``)."""
+
+
 class OrchestratorConfig(_Section):
     """How producers and the learner overlap (docs/async.md)."""
 
@@ -712,6 +742,8 @@ class OrchestratorConfig(_Section):
     versions old is dropped and counted as ``stale``."""
     sync_timeout_s: float = Field(300.0, gt=0)
     """Weight sync (learner adapter -> rollout engine) slower than this fails the run loudly."""
+    sync_check: SyncCheckConfig = Field(default_factory=SyncCheckConfig)
+    """The log-prob canary run after every weight sync (``SyncCheckConfig``)."""
 
 
 class NodeKindConfig(_Section):

@@ -13,6 +13,8 @@ import ray
 
 from brushrl.config import BrushRLConfig
 from brushrl.learner import TrainSample
+from brushrl.orchestrator.loop import Synced
+from brushrl.orchestrator.sync_check import SyncCheck
 from brushrl.render.pool import RenderPool
 from brushrl.reward.actor import RewardActors
 from brushrl.types import Group
@@ -73,8 +75,10 @@ class Pipeline:
         if self.reward.servers:
             self.reward.wait_ready(cfg.reward.judge.serve.startup_timeout_s, say)
 
-    def learner_side(self, cfg: BrushRLConfig) -> ActorLearnerSide:
-        return ActorLearnerSide(self.learner, self.rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir)
+    def learner_side(self, cfg: BrushRLConfig, check: SyncCheck | None = None) -> ActorLearnerSide:
+        """The loop's view of the learner; ``check``: the run's sync canary (None: no check)."""
+        return ActorLearnerSide(self.learner, self.rollout, cfg.orchestrator.sync_timeout_s, cfg.rollout.adapter_dir,
+                                check)
 
     def stop(self) -> None:
         """Close the renderers' browsers and kill every actor (frees their CPUs for the next run on
@@ -98,31 +102,42 @@ class ActorLearnerSide:
         rollout: a rollout engine actor (``load_adapter.remote(state, version)``).
         sync_timeout_s: a weight sync slower than this raises ``TimeoutError`` (the run fails loudly).
         adapter_dir: sync through per-version adapter folders here (vLLM) instead of the object store.
+        check: the sync canary run after every sync (``brushrl.orchestrator.sync_check``), or None.
     """
 
-    def __init__(self, learner, rollout, sync_timeout_s: float, adapter_dir: str | None = None) -> None:
+    def __init__(self, learner, rollout, sync_timeout_s: float, adapter_dir: str | None = None,
+                 check: SyncCheck | None = None) -> None:
         self.learner, self.rollout, self.sync_timeout_s = learner, rollout, sync_timeout_s
         self.adapter_dir = Path(adapter_dir).expanduser() if adapter_dir else None
+        self.check = check
 
     async def train(self, groups: list[Group]) -> dict[str, float]:
         """One optimizer step on each group's members (samples, or whole trajectories with their
         critique tokens masked), stripped to ``TrainSample`` (no PNG bytes to the learner)."""
         return await self.learner.step.remote([[TrainSample.from_trajectory(t) for t in g.members] for g in groups])
 
-    async def sync(self) -> int:
+    async def sync(self) -> Synced:
         """Hand the learner's adapter to the rollout engine (the state goes actor to actor through
-        the object store); returns the new policy version. Raises ``TimeoutError`` past the limit."""
-        async def _sync() -> int:
+        the object store, or by folder), then run the sync canary; returns the new policy version
+        and the canary's ``sync/*`` metrics ({} without a check).
+
+        Raises:
+            TimeoutError: sync and check took over ``sync_timeout_s``.
+            brushrl.orchestrator.sync_check.SyncCheckError: the engine does not serve the learner's policy.
+        """
+        async def _sync() -> Synced:
             version = await self.learner.policy_version.remote()
             if self.adapter_dir is None:
                 await self.rollout.load_adapter.remote(self.learner.adapter_state.remote(), version)
-                return version
-            # By folder (vLLM): a fresh folder per version; the one two versions back is no longer served.
-            path = self.adapter_dir / f"v{version:06d}"
-            await self.learner.save_adapter.remote(str(path))
-            await self.rollout.load_adapter.remote(str(path), version)
-            shutil.rmtree(self.adapter_dir / f"v{version - 2:06d}", ignore_errors=True)
-            return version
+            else:
+                # By folder (vLLM): a fresh folder per version; the one two versions back is no longer served.
+                path = self.adapter_dir / f"v{version:06d}"
+                await self.learner.save_adapter.remote(str(path))
+                await self.rollout.load_adapter.remote(str(path), version)
+                shutil.rmtree(self.adapter_dir / f"v{version - 2:06d}", ignore_errors=True)
+            if self.check is None:
+                return Synced(version)
+            return Synced(version, (await self.check.run(self.learner, self.rollout, version)).metrics())
 
         try:
             return await asyncio.wait_for(_sync(), timeout=self.sync_timeout_s)

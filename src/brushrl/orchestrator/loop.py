@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from brushrl.learner.advantages import ACCEPTED, GroupFilter
@@ -50,9 +50,24 @@ class LearnerSide(Protocol):
         """One optimizer step on ``groups`` (1..groups_per_step); returns the learner's metrics."""
         ...
 
-    async def sync(self) -> int:
-        """Push the new weights to the rollout engine; returns the version it now serves."""
+    async def sync(self) -> Synced:
+        """Push the new weights to the rollout engine; returns the version it now serves and the
+        sync's metrics (the canary's ``sync/*``, ``brushrl.orchestrator.sync_check``). Raising stops
+        the run before the next learner step."""
         ...
+
+
+@dataclass
+class Synced:
+    """The outcome of one weight sync.
+
+    Attributes:
+        version: the policy version the rollout engine serves now.
+        metrics: the sync canary's ``sync/*`` values, nats/token ({}: not checked).
+    """
+
+    version: int
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +106,7 @@ class StepReport:
         wait_s: seconds the learner waited for groups; learn_s: the optimizer step; sync_s: the
             weight sync; all wall seconds.
         ledger: the ledger's counters after the step. ready: accepted groups still waiting.
+        sync: the weight sync's metrics (``Synced.metrics``; {} for a skipped step or no check).
         checkpoint: what the ``checkpoint`` callback returned for this step, or None.
         step_s: wall seconds from the end of the previous step (or the start of ``run``) to the
             end of this one's weight sync.
@@ -108,6 +124,7 @@ class StepReport:
     sync_s: float
     ledger: dict[str, int]
     ready: int
+    sync: dict[str, float] = field(default_factory=dict)
     checkpoint: object | None = None
     step_s: float = 0.0
 
@@ -246,8 +263,10 @@ class GRPOLoop:
                 stats = await self.learner.train(groups) if groups else {}
                 learn_s = time.perf_counter() - t1
                 t2 = time.perf_counter()
+                synced = Synced(self.version)
                 if groups:
-                    self.version = await self.learner.sync()
+                    synced = await self.learner.sync()
+                    self.version = synced.version
                     self.ledger.step_taken(len(groups))
                 sync_s = time.perf_counter() - t2
                 self._expire()
@@ -261,7 +280,7 @@ class GRPOLoop:
                     step=step, version_before=version_before, version_after=self.version, trained=groups,
                     ended=ended, staleness=[version_before - v for v, *_ in batch], stats=stats,
                     wait_s=wait_s, learn_s=learn_s, sync_s=sync_s, ledger=self.ledger.as_dict(),
-                    ready=len(self.ready), checkpoint=ckpt, step_s=time.perf_counter() - t_prev,
+                    ready=len(self.ready), sync=synced.metrics, checkpoint=ckpt, step_s=time.perf_counter() - t_prev,
                 )
                 t_prev = time.perf_counter()
                 if pending_report is not None:

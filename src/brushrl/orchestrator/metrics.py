@@ -19,6 +19,10 @@ brushrl_turn_reward_mean               gauge      multi-turn revision: mean rewa
 brushrl_turn_gate_pass_rate            gauge      multi-turn revision: gate pass rate of turn k; tag ``turn``
 brushrl_trajectories_improved_share    gauge      multi-turn revision: share of trajectories whose last turn beat their first
 brushrl_critic_seconds                 gauge      multi-turn revision: seconds groups waited for critiques, last step
+brushrl_sync_logprob_gap               gauge      sync canary: mean |engine - learner| log-prob on the probe after the last sync, nats/token
+brushrl_sync_logprob_gap_max           gauge      sync canary: largest per-token |engine - learner| log-prob, nats
+brushrl_sync_adapter_shift             gauge      sync canary: the learner's mean |log-prob - base| on the probe, nats/token
+brushrl_sync_engine_shift              gauge      sync canary: the rollout engine's mean |log-prob - base| on the probe, nats/token
 =====================================  =========  ==========================================
 
 Names, kinds and labels are documented in docs/metrics.md (a test keeps that table, this module,
@@ -159,6 +163,17 @@ class PipelineMetrics:
         self.improved = KeptGauge("brushrl_trajectories_improved_share",
                                  "Share of trajectories whose last turn beat their first, last step")
         self.critic_s = KeptGauge("brushrl_critic_seconds", "Seconds groups waited for critiques, last step")
+        #: the sync canary's gauges by metrics.jsonl key (brushrl.orchestrator.sync_check)
+        self.sync = {
+            "sync/logprob_gap": KeptGauge("brushrl_sync_logprob_gap",
+                                          "Mean |engine - learner| log-prob on the sync probe, nats/token"),
+            "sync/logprob_gap_max": KeptGauge("brushrl_sync_logprob_gap_max",
+                                              "Largest |engine - learner| token log-prob on the sync probe, nats"),
+            "sync/adapter_shift": KeptGauge("brushrl_sync_adapter_shift",
+                                            "Learner's mean |log-prob - base| on the sync probe, nats/token"),
+            "sync/engine_shift": KeptGauge("brushrl_sync_engine_shift",
+                                           "Rollout engine's mean |log-prob - base| on the sync probe, nats/token"),
+        }
         # Measured with Ray 2.60: one gauge that was declared but never set made the node's exporter
         # drop *every* gauge (counters still came through), so each gauge starts at 0.
         for state in LEDGER_STATES:
@@ -167,7 +182,8 @@ class PipelineMetrics:
         for gauge in (self.turn_reward, self.turn_gate):
             gauge.set(0, tags={"turn": "1"})
         for gauge in (self.inflight, self.renderers, self.render_cache, self.gate_pass, self.staleness,
-                      self.step_s, self.update_s, self.idle, self.sync_s, self.version, self.improved, self.critic_s):
+                      self.step_s, self.update_s, self.idle, self.sync_s, self.version, self.improved, self.critic_s,
+                      *self.sync.values()):
             gauge.set(0)
 
     def render_queue(self, queued: int, in_flight: int) -> None:
@@ -235,3 +251,6 @@ class PipelineMetrics:
             self.improved.set(record["trajectory/improved_share"])
         if "time/critic_s" in record:
             self.critic_s.set(record["time/critic_s"])
+        for key, gauge in self.sync.items():  # absent: a skipped step (no sync) or the canary disabled
+            if key in record:
+                gauge.set(record[key])

@@ -108,6 +108,7 @@ def step_record(report: StepReport, reward: RewardConfig) -> StepRecord:
         **{f"ledger/{k}": v for k, v in report.ledger.items()},
         "ready": report.ready,
         **{f"learner/{k}": v for k, v in report.stats.items()},
+        **report.sync,  # the sync canary's sync/* (brushrl.orchestrator.sync_check); absent when unchecked
     }
     for name in reward.weights:
         record[f"reward/{name}"] = _mean([s.components.get(name) for s in scored if s.reward is not None

@@ -4,7 +4,8 @@
    version record, the actors (:class:`~brushrl.orchestrator.actors.Pipeline`) and the group
    producer;
 2. **restore**: a fresh run syncs the initial adapter to the rollout engine (version 0); a resumed
-   one loads the newest complete checkpoint into the learner and the rollout engine, puts the
+   one loads the newest complete checkpoint into the learner and the rollout engine (either way the
+   sync canary, ``brushrl.orchestrator.sync_check``, then checks the engine serves it), puts the
    prompt cursor and the group ledger back (:class:`~brushrl.orchestrator.state.TrainerState`;
    groups running or waiting then count as failed) and brings the judge to its curriculum stage;
 3. **loop**: :class:`~brushrl.orchestrator.loop.GRPOLoop` runs learner steps while producer tasks
@@ -43,6 +44,7 @@ from brushrl.orchestrator.producer import GroupProducer
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.state import TrainerState
 from brushrl.orchestrator.stop import GracefulStop
+from brushrl.orchestrator.sync_check import Probe, SyncCheck
 from brushrl.orchestrator.writer import StepWriter, write_run_gallery
 from brushrl.pool import ReferencePool
 from brushrl.prompts import resolve_system_prompt
@@ -77,6 +79,8 @@ class Trainer:
             self.run_dir.rewind(self.state.step)
         self.run_dir.save_config(cfg)
         self.outcome, self.stop_signal = "failed", None
+        #: the weight-sync canary (``orchestrator.sync_check``), built with the actors; None when disabled
+        self.sync_check: SyncCheck | None = None
 
     def run(self) -> Path:
         """Train up to step ``run.steps`` (module docstring); returns the gallery path."""
@@ -123,6 +127,7 @@ class Trainer:
         pool = ReferencePool(cfg.reward.pool.path)
         self.run_dir.save_pool(pool.version_record())
         self._say(f"[brushrl] reference pool {pool.version_id}")
+        self.sync_check = self._sync_check(cfg, system_prompt)
         pipe.start(cfg, system_prompt, str(self.run_dir.root / "logs"))
         info = ray.get(pipe.learner.describe.remote())  # waits for the learner (and its workers) to be built
         self._say(f"[brushrl] learner: {info['strategy']}; {info['trainable_params']:,} of "
@@ -131,6 +136,26 @@ class Trainer:
                                  pipe.critic)
         return producer, GroupLedger(cfg.rollout.groups_per_step, cfg.orchestrator.max_staleness)
 
+    def _sync_check(self, cfg: BrushRLConfig, system_prompt: str) -> SyncCheck | None:
+        """The weight-sync canary of ``orchestrator.sync_check`` with its probe tokenised by the
+        (warm-started) policy's tokenizer; None when disabled."""
+        check_cfg = cfg.orchestrator.sync_check
+        if not check_cfg.enabled:
+            return None
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(cfg.policy.model)
+        return SyncCheck(check_cfg, Probe.build(tokenizer, system_prompt, cfg.prompts.template, check_cfg.probe_tokens))
+
+    def _check_sync(self, pipe: Pipeline, version: int) -> None:
+        """The canary on the first sync (version 0 or the resumed one); raises ``SyncCheckError``."""
+        if self.sync_check is None:
+            return
+        gap = asyncio.run(self.sync_check.run(pipe.learner, pipe.rollout, version))
+        self._say(f"[brushrl] sync check, policy version {version}: log-prob gap {gap.gap:.2e} nats/token "
+                  f"(max {gap.gap_max:.2e}, tolerance {self.sync_check.cfg.tolerance:g}), learner shift "
+                  f"{gap.shift:.2e}, engine shift {gap.engine_shift:.2e}")
+
     # ------------------------------------------------------------------ 2. restore
     def _restore(self, pipe: Pipeline, producer: GroupProducer, ledger: GroupLedger) -> int:
         """The rollout engine's first adapter and, on resume, the checkpoint; returns the first step."""
@@ -138,10 +163,12 @@ class Trainer:
         if self.checkpoint is None:
             if cfg.rollout.adapter_dir is None:  # by folder (vLLM): version 0 is the bare base model
                 ray.get(pipe.rollout.load_adapter.remote(pipe.learner.adapter_state.remote(), 0))
+            self._check_sync(pipe, 0)
             return 1
         version = ray.get(pipe.learner.load_state.remote(str(self.checkpoint)))
         assert version == st.policy_version, f"checkpoint {self.checkpoint}: learner version {version} != {st}"
         ray.get(pipe.rollout.load_adapter.remote(str(self.checkpoint), version))
+        self._check_sync(pipe, version)
         first_step = st.restore(producer, ledger, cfg.orchestrator.max_staleness)
         self._say(f"[brushrl] resumed from {self.checkpoint.name}: step {st.step}, policy version {version}")
         if st.judge_curriculum_stage and "judge" in pipe.scorers:
@@ -180,7 +207,7 @@ class Trainer:
             writer.metrics.renderers.set(len(pool.actors))
 
         loop = GRPOLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket, producer.produce,
-                        pipe.learner_side(cfg), version=self.state.policy_version, checkpoint=checkpoint)
+                        pipe.learner_side(cfg, self.sync_check), version=self.state.policy_version, checkpoint=checkpoint)
         await loop.run(first_step, cfg.run.steps, on_step)
 
     # ------------------------------------------------------------------ 4. stop

@@ -14,7 +14,10 @@ per learner step) as ``brushrl train`` writes them and prints, as tables, and wr
 * ``judge``: comparisons resolved and dropped (summed ``judge_resolved`` / ``judge_dropped`` of
   ``reward_raw``), and dropped ones by cause (``judge_dropped:<cause>``);
 * ``steps``: per step, its wall time and each stage's (``time/*_s``: generation, render, scoring,
-  learning, sync, and each scorer's own ``time/score/<name>_s``) with the step's mean rewards.
+  learning, sync, and each scorer's own ``time/score/<name>_s``) with the step's mean rewards and
+  the weight-sync canary's numbers (``sync``: ``logprob_gap``, ``logprob_gap_max``,
+  ``adapter_shift``, ``engine_shift``, nats/token, ``brushrl.orchestrator.sync_check``; None for a
+  step that did not sync or a run without the check).
 
 Stage seconds are summed over a step's groups, so concurrent groups can add up past wall time.
 """
@@ -63,8 +66,9 @@ def summarize_run(run_dir: str | Path) -> dict:
     for m in metrics:
         times = {k.removeprefix("time/").removesuffix("_s"): v for k, v in m.items() if k.startswith("time/")}
         rewards = {k.removeprefix("reward/"): v for k, v in m.items() if k.startswith("reward/")}
+        sync = {k.removeprefix("sync/"): v for k, v in m.items() if k.startswith("sync/")}
         steps.append({"step": m["step"], "time_s": times, "reward": rewards, "samples": m.get("samples"),
-                      "samples_none": m.get("samples/none")})
+                      "samples_none": m.get("samples/none"), "sync": sync or None})
     return {
         "run_dir": str(run_dir),
         "samples": int(len(rows)),
@@ -80,6 +84,12 @@ def summarize_run(run_dir: str | Path) -> dict:
 
 def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _fmt_nats(sync: dict | None, key: str) -> str:
+    """A canary number in scientific notation (healthy fp32 gaps are ~1e-7), ``-`` when absent."""
+    v = (sync or {}).get(key)
+    return "-" if v is None else f"{v:.1e}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,10 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     seen = {k for s in rec["steps"] for k in s["time_s"]} - {"update"}  # update_s repeats learn_s
     stages = [k for k in order if k in seen] + sorted(seen - set(order))
     t = Table(title="seconds per step and stage (stage seconds summed over the step's groups)")
-    for col in ("#", *[f"{k} s" for k in stages], "reward"):
+    for col in ("#", *[f"{k} s" for k in stages], "reward", "sync gap", "gap max", "shift"):
         t.add_column(col)
     for s in rec["steps"]:
-        t.add_row(str(s["step"]), *(_fmt(s["time_s"].get(k)) for k in stages), _fmt(s["reward"].get("mean")))
+        t.add_row(str(s["step"]), *(_fmt(s["time_s"].get(k)) for k in stages), _fmt(s["reward"].get("mean")),
+                  *(_fmt_nats(s["sync"], k) for k in ("logprob_gap", "logprob_gap_max", "adapter_shift")))
     console.print(t)
     out = args.json or args.run_dir / "reward_report.json"
     out.write_text(json.dumps(rec, indent=2))

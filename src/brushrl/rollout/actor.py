@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import ray
 
 import brushrl
 from brushrl.config import BrushRLConfig
+from brushrl.rollout.fault import FAULT_ENV
 from brushrl.rollout.transformers_engine import TransformersEngine
 
 
@@ -28,7 +30,8 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
 
     Returns:
         The actor handle; call ``generate.remote(prompts, n, seed)``, ``revise.remote(requests, seed)``,
-        ``load_adapter.remote(state, version)``, ``policy_version.remote()``; the vLLM actor also
+        ``load_adapter.remote(state, version)``, ``score.remote(prompt_ids, completion_ids, adapter)``,
+        ``policy_version.remote()``; the vLLM actor also
         has ``registered_adapters.remote()`` and ``prefix_cache_stats.remote()``.
     """
     from brushrl.hub.weights import offline_env
@@ -43,6 +46,8 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         env_vars["PYTHONPATH"] = str(Path(brushrl.__file__).resolve().parents[1])
     if cfg.rollout.backend == "vllm":
         env_vars.update(VLLM_ENV_VARS)
+    if os.environ.get(FAULT_ENV):  # test-only sync fault (brushrl.rollout.fault), for a cluster started elsewhere too
+        env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
     options = {"num_cpus": cfg.rollout.num_cpus, "runtime_env": runtime_env}
     options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
     if cfg.rollout.backend == "vllm":
@@ -80,6 +85,9 @@ class _VLLMActor:
 
     def load_adapter(self, state, version):
         return self.engine.load_adapter(state, version)
+
+    def score(self, prompt_ids, completion_ids, adapter=True):
+        return self.engine.score(prompt_ids, completion_ids, adapter)
 
     def policy_version(self):
         return self.engine.policy_version()

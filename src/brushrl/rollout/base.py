@@ -59,6 +59,17 @@ class RolloutEngine(Protocol):
         or the folder of a saved adapter) and set the policy version to ``version``."""
         ...
 
+    def score(self, prompt_ids: list[int], completion_ids: list[int], adapter: bool = True) -> list[float]:
+        """Log-probs (natural log, temperature 1, before top-k/top-p) of each token of
+        ``completion_ids`` following ``prompt_ids``, under the adapter the engine serves now
+        (``adapter`` False: under the base policy, no adapter). The weight-sync canary compares
+        them with the learner's (``brushrl.orchestrator.sync_check``).
+
+        Returns:
+            ``len(completion_ids)`` floats.
+        """
+        ...
+
     def policy_version(self) -> int:
         """The learner step whose weights the engine samples from (0 = warm start)."""
         ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 
 import torch
 from peft import LoraConfig as PeftLoraConfig
@@ -17,6 +18,7 @@ from brushrl.conversation import next_context, next_context_with_image
 from brushrl.policy import load_policy
 from brushrl.policy.model import load_processor
 from brushrl.prompts import chat_messages
+from brushrl.rollout.fault import sync_fault, wrong_prefix_state
 from brushrl.types import Completion, Critique
 
 log = logging.getLogger(__name__)
@@ -99,10 +101,27 @@ class TransformersEngine:
         if set(state) != expected:
             missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
             raise ValueError(f"adapter keys differ: missing {missing[:3]}..., unexpected {extra[:3]}...")
+        if sync_fault() == "key_prefix":  # test-only (brushrl.rollout.fault): load nothing, silently
+            state = wrong_prefix_state(state)
         with torch.no_grad():
             set_peft_model_state_dict(self.model, state)
         self._version = version
         log.info("rollout engine: adapter of policy version %d loaded", version)
+
+    @torch.no_grad()
+    def score(self, prompt_ids: list[int], completion_ids: list[int], adapter: bool = True) -> list[float]:
+        """Per-token log-probs (natural log, temperature 1, float32 softmax) of ``completion_ids``
+        after ``prompt_ids`` under the adapter this engine serves, or under the base policy with
+        ``adapter`` False (PEFT's ``disable_adapter``); see ``RolloutEngine.score``.
+
+        Returns:
+            ``len(completion_ids)`` floats.
+        """
+        ids = torch.tensor([list(prompt_ids) + list(completion_ids)], device=self.device)
+        with nullcontext() if adapter else self.model.disable_adapter():
+            logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()  # [T, V]
+        target = ids[0, len(prompt_ids):].unsqueeze(1)
+        return torch.log_softmax(logits, dim=-1).gather(1, target).squeeze(1).tolist()
 
     def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
         """Sample one group of ``n`` completions per user prompt (see ``RolloutEngine.generate``).

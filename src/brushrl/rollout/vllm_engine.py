@@ -29,6 +29,7 @@ from pathlib import Path
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
 from brushrl.conversation import next_context
 from brushrl.prompts import chat_messages
+from brushrl.rollout.fault import sync_fault, wrong_prefix_folder
 from brushrl.types import Completion, Critique
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,8 @@ class VLLMEngine:
             raise TypeError("VLLMEngine.load_adapter takes an adapter folder, not a state dict")
         if not (Path(state) / "adapter_config.json").exists():
             raise FileNotFoundError(f"{state}: no adapter_config.json (not a PEFT adapter folder)")
+        if sync_fault() == "key_prefix":  # test-only (brushrl.rollout.fault): vLLM then applies no LoRA
+            state = wrong_prefix_folder(state, f"{Path(state)}.fault")
         new = self._LoRARequest(f"brushrl-v{version}", version + 1, str(state))
         engine = self.llm.llm_engine
         if not engine.add_lora(new):
@@ -167,6 +170,33 @@ class VLLMEngine:
                                         truncated=o.finish_reason == "length", gen_s=gen_s))
             groups.append(group)
         return groups
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int], adapter: bool = True) -> list[float]:
+        """Per-token log-probs of ``completion_ids`` after ``prompt_ids`` under the served adapter
+        (``adapter`` False: the base policy, no LoRA request); see ``RolloutEngine.score``.
+
+        One request over the whole sequence with ``prompt_logprobs=0``: vLLM returns, per prompt
+        position, a ``{token id: Logprob}`` dict holding that position's own token (None at
+        position 0), computed from the raw logits (``logprobs_mode="raw_logprobs"``, the same
+        quantity as the sampled tokens' behaviour log-probs). A request with prompt log-probs skips
+        reading the prefix cache (``SamplingParams.skip_reading_prefix_cache`` defaults to True
+        then, vllm 0.32), so every position is computed under this request's adapter.
+
+        Returns:
+            ``len(completion_ids)`` floats.
+
+        Raises:
+            RuntimeError: vLLM returned no log-prob for a completion token.
+        """
+        ids = list(prompt_ids) + list(completion_ids)
+        params = self._SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
+        (out,) = self.llm.generate([{"prompt_token_ids": ids}], params,
+                                   lora_request=self._lora if adapter else None, use_tqdm=False)
+        per_position = out.prompt_logprobs
+        if per_position is None or len(per_position) != len(ids):
+            raise RuntimeError(f"vLLM returned {None if per_position is None else len(per_position)} prompt "
+                               f"log-probs for a sequence of {len(ids)} tokens")
+        return [float(per_position[i][ids[i]].logprob) for i in range(len(prompt_ids), len(ids))]
 
     def prefix_cache_stats(self) -> dict[str, float]:
         """vLLM's prefix-cache counters (``vllm:prefix_cache_queries`` / ``_hits``, in tokens) from
