@@ -29,6 +29,7 @@ from pathlib import Path
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
 from brushrl.conversation import next_context
 from brushrl.prompts import chat_messages
+from brushrl.rollout.vllm_lora import engine_lora_target_modules
 from brushrl.types import Completion, Critique
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class VLLMEngine:
             model=policy_cfg.model,
             dtype=policy_cfg.dtype,
             enable_lora=True,
+            # wrap only the modules the learner's adapter trains (brushrl.rollout.vllm_lora)
+            lora_target_modules=engine_lora_target_modules(policy_cfg.model, lora_cfg.target_modules, lora_cfg.experts),
             max_lora_rank=lora_cfg.r,
             max_loras=1,
             max_model_len=rollout_cfg.max_model_len,
