@@ -22,8 +22,9 @@ import json
 import math
 from pathlib import Path
 
-#: Folder of the shipped real ``config.json`` files, one per hub id (``/`` spelled ``--``).
-CONFIGS = Path(__file__).with_name("configs")
+from brushrl.hub.shipped import UnknownModel, shipped_config, shipped_models
+
+__all__ = ["UnknownModel", "build_twin", "shipped_config", "shipped_models", "twin_config"]
 
 #: Text-model sizes of a twin. Head dims are 32, a size every vLLM CPU attention backend takes
 #: (its supported head sizes start at 32); 4 layers hold one full period of Qwen3.5's
@@ -57,33 +58,6 @@ TOKEN_KEYS = {"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>", "pa
               "image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
               "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>",
               "vision_token_id": "<|vision_pad|>"}
-
-
-class UnknownTwin(LookupError):
-    """No shipped ``config.json`` for a hub id (the message lists the shipped ones)."""
-
-
-def config_file(model_id: str) -> Path:
-    """The shipped ``config.json`` of hub id ``model_id`` (``Qwen/Qwen3.5-35B-A3B`` ->
-    ``configs/Qwen--Qwen3.5-35B-A3B.json``).
-
-    Raises:
-        UnknownTwin: none is shipped for ``model_id``.
-    """
-    path = CONFIGS / f"{model_id.replace('/', '--')}.json"
-    if not path.is_file():
-        raise UnknownTwin(f"no shipped config.json for {model_id!r}; shipped: {shipped_models()}")
-    return path
-
-
-def shipped_models() -> list[str]:
-    """Hub ids with a shipped ``config.json``, sorted."""
-    return sorted(p.stem.replace("--", "/", 1) for p in CONFIGS.glob("*.json"))
-
-
-def shipped_config(model_id: str) -> dict:
-    """The real ``config.json`` mapping of ``model_id`` (see :func:`config_file`)."""
-    return json.loads(config_file(model_id).read_text())
 
 
 def text_config(cfg: dict) -> dict:
@@ -223,7 +197,7 @@ def build_twin(model_id: str, out_dir: str | Path, seed: int = 0) -> Path:
     transformers), weights random under ``torch.manual_seed(seed)``.
 
     Raises:
-        UnknownTwin: no shipped config for ``model_id``.
+        UnknownModel: no shipped config for ``model_id``.
         AttributeError: this transformers has no class named ``architectures[0]``.
     """
     import torch
