@@ -98,7 +98,8 @@ def lora_targets(model: nn.Module, target_modules: str | list[str], experts: boo
     transformers rollout engine both build their LoRA from this).
 
     ``"all-linear"`` means :func:`language_model_linears`. Where PEFT's own ``"all-linear"`` (every
-    ``nn.Linear`` but the output head) is that same set (a dense causal LM), it is kept as configured;
+    ``nn.Linear`` but the output head; on a mixture of experts PEFT 0.21 adds the routed experts and
+    router as ``target_parameters``) is that same set (a dense causal LM), it is kept as configured;
     otherwise (a mixture of experts, a vision-language model) it becomes a regex of those full names,
     so the router, routed and shared experts stay frozen (as in the reproduction without
     ``--lora-experts``) and so does the vision tower (vLLM serves LoRA on the language model only,
@@ -114,6 +115,6 @@ def lora_targets(model: nn.Module, target_modules: str | list[str], experts: boo
     head = model.get_output_embeddings()
     peft_all = [name for name, m in model.named_modules() if isinstance(m, nn.Linear) and m is not head]
     linear = language_model_linears(model)
-    if linear == peft_all:
+    if linear == peft_all and not _moe_blocks(model):  # on a MoE, PEFT's "all-linear" adds the experts too
         return target_modules, params
     return "^(" + "|".join(re.escape(n) for n in linear) + ")$", params
