@@ -72,6 +72,8 @@ def test_the_three_shipped_models_are_the_gpu_configs_models():
 
 @pytest.mark.parametrize("model_id", ["Qwen/Qwen2-VL-7B-Instruct", "Qwen/Qwen3-VL-30B-A3B-Instruct", POLICY])
 def test_a_twin_has_the_real_models_type_class_layers_and_module_names(twins, model_id):
+    """... and loads back (brushrl's loader) to the weights it was built with: Qwen3-VL-MoE's experts
+    are written in the hub's transposed layout, which transformers reads back through its conversion."""
     real_cfg = shipped_config(model_id)
     real = AutoConfig.for_model(**real_cfg)
     twin = AutoConfig.from_pretrained(twins[model_id])
@@ -95,6 +97,16 @@ def test_a_twin_has_the_real_models_type_class_layers_and_module_names(twins, mo
     assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
                                          tokenize=False) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     assert len(tokenizer) == tt.vocab_size
+    torch.manual_seed(0)  # build_twin's seed: the same random weights, which the saved files must give back
+    built = policy_class(twin)(twin).state_dict()
+    assert built.keys() == loaded.state_dict().keys()
+    assert all(torch.equal(built[k], v) for k, v in loaded.state_dict().items())
+    if model_id == "Qwen/Qwen3-VL-30B-A3B-Instruct":  # the hub layout vLLM's qwen3_vl_moe loader reads
+        with safe_open(str(twins[model_id] / "model.safetensors"), "pt") as f:
+            stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys() if ".layers.0.mlp.experts." in k}
+        e, h, i = tt.num_experts, tt.hidden_size, tt.moe_intermediate_size
+        assert stored == {"model.language_model.layers.0.mlp.experts.gate_up_proj": (e, h, 2 * i),
+                          "model.language_model.layers.0.mlp.experts.down_proj": (e, i, h)}
     real_names = _shapes_free(n for n, _ in _meta_model(real).named_modules())
     assert _shapes_free(n for n, _ in loaded.named_modules()) == real_names
     if model_id == POLICY:

@@ -34,7 +34,7 @@ TEXT_SIZES = {
     "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
     "intermediate_size": 256, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
     "num_experts": 8, "num_experts_per_tok": 2, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-    "linear_key_head_dim": 32, "linear_value_head_dim": 32, "max_position_embeddings": 4096,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "max_position_embeddings": 4096,
     "max_window_layers": 4,
 }
 #: Vision-tower sizes of a twin (Qwen3-VL style: ``hidden_size`` is the tower's width; Qwen2-VL
@@ -189,6 +189,44 @@ def build_image_processor(cfg: dict):
                                  temporal_patch_size=vision["temporal_patch_size"])
 
 
+def _checkpoint_transposes(model) -> list[str]:
+    """Weight-name patterns a hub checkpoint of ``model`` stores transposed (dims 1, 2) relative to
+    the model's parameters: transformers' own load-time conversion mapping for the model
+    (``conversion_mapping.get_model_conversion_mapping``: ``WeightConverter`` with a ``Transpose``;
+    Qwen3-VL-MoE's fused ``mlp.experts.gate_up_proj`` / ``down_proj``, stored (experts, hidden,
+    2 x intermediate) / (experts, intermediate, hidden) on the hub)."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import Transpose, WeightConverter
+
+    patterns = []
+    for conv in get_model_conversion_mapping(model, add_legacy=False):
+        if isinstance(conv, WeightConverter) and any(isinstance(op, Transpose) for op in conv.operations):
+            if [(op.dim0, op.dim1) for op in conv.operations] != [(1, 2)]:
+                raise ValueError(f"{type(model).__name__}: unexpected checkpoint conversion {conv.operations}")
+            patterns += list(conv.source_patterns)
+    return patterns
+
+
+def _write_checkpoint_layout(model, out: Path) -> None:
+    """Rewrite ``out/model.safetensors`` in the hub checkpoint's tensor layout where it differs from
+    what ``save_pretrained`` wrote. transformers 5.24 reverts its load-time ``Transpose(1, 2,
+    check_dims=True)`` on save only when the shapes differ from the model's, i.e. never for a model
+    built from a config, so a Qwen3-VL-MoE twin would be saved in transformers' internal expert
+    layout, which vLLM 0.32's ``qwen3_vl_moe`` loader rejects (``RuntimeError: The size of tensor a
+    (32) must match the size of tensor b (128)`` in ``routed_experts._load_w2``). transformers itself
+    loads both layouts (``check_dims``)."""
+    patterns = _checkpoint_transposes(model)
+    if not patterns:
+        return
+    from safetensors.torch import load_file, save_file
+
+    path = out / "model.safetensors"
+    state = load_file(path)
+    for name in [n for n in state if any(p in n for p in patterns)]:
+        state[name] = state[name].transpose(1, 2).contiguous()
+    save_file(state, path, metadata={"format": "pt"})
+
+
 def build_twin(model_id: str, out_dir: str | Path, seed: int = 0) -> Path:
     """Write a tiny random twin of ``model_id`` into ``out_dir`` (config, float32 safetensors,
     tokenizer with chat template, image processor config for a VLM, generation config) and return ``out_dir``.
@@ -218,6 +256,7 @@ def build_twin(model_id: str, out_dir: str | Path, seed: int = 0) -> Path:
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     model.generation_config.bos_token_id = None
     model.save_pretrained(out)
+    _write_checkpoint_layout(model, out)
     tokenizer.save_pretrained(out)
     image_processor = build_image_processor(cfg)
     if image_processor is not None:
