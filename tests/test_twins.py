@@ -59,8 +59,9 @@ def twins(tmp_path_factory) -> dict[str, Path]:
 
 def _meta_model(config):
     """The model ``brushrl.policy.model.load_pretrained`` would load for ``config``, on the meta device."""
+    cls = policy_class(config)
     with torch.device("meta"):
-        return policy_class(config)._from_config(config)
+        return cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
 
 
 def _shapes_free(names) -> set[str]:
