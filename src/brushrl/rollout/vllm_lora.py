@@ -76,21 +76,25 @@ def policy_lora_suffixes(model_path: str, target_modules: str | list[str], exper
 def engine_lora_target_modules(model_path: str, target_modules: str | list[str], experts: bool) -> list[str]:
     """``vllm.LLM(lora_target_modules=...)`` for the policy at ``model_path`` (run where vllm is
     installed): :func:`policy_lora_suffixes` mapped through the ``packed_modules_mapping`` of the
-    vLLM class that serves the checkpoint's ``architectures[0]`` (vLLM's ``ModelRegistry``).
+    vLLM class that serves the checkpoint's ``architectures[0]`` (vLLM's ``ModelRegistry``). An
+    architecture vLLM has no class for is served by its Transformers backend, which keeps
+    transformers' module names: the suffixes go as they are.
 
     Raises:
-        ValueError: vLLM has no class for the checkpoint's architecture, or the adapter would train
-            no module.
+        ValueError: vLLM has a class for the architecture but cannot import it (vLLM logged why),
+            or the adapter would train no module.
     """
     from transformers import AutoConfig
     from vllm.model_executor.models.registry import ModelRegistry
 
     arch = (AutoConfig.from_pretrained(model_path).architectures or [None])[0]
-    cls = ModelRegistry._try_load_model_cls(arch) if arch else None  # noqa: SLF001 - vLLM's own lookup by name
-    if cls is None:
-        raise ValueError(f"{model_path}: vLLM has no model class for architecture {arch!r} (or could not import "
-                         f"it: vLLM logged the exception above)")
+    packed: dict[str, list[str]] = {}
+    if arch in ModelRegistry.get_supported_archs():
+        cls = ModelRegistry._try_load_model_cls(arch)  # noqa: SLF001 - vLLM's own lookup by name
+        if cls is None:
+            raise ValueError(f"{model_path}: vLLM could not import its class for {arch!r} (its exception is logged above)")
+        packed = getattr(cls, "packed_modules_mapping", {})
     suffixes = policy_lora_suffixes(model_path, target_modules, experts)
     if not suffixes:
         raise ValueError(f"{model_path}: learner.lora.target_modules {target_modules!r} selects no module")
-    return vllm_target_modules(suffixes, getattr(cls, "packed_modules_mapping", {}))
+    return vllm_target_modules(suffixes, packed)
