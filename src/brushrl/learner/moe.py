@@ -1,4 +1,5 @@
-"""Mixture-of-experts models in the learner: ZeRO-3 leaf modules and which weights get LoRA.
+"""Mixture-of-experts models in the learner: ZeRO-3 leaf modules and which weights get LoRA (on a
+mixture of experts or a vision-language model, :func:`lora_targets`).
 
 transformers 5 fuses each MoE layer's routed experts into one ``*Experts`` module holding 3-D
 weights (e.g. ``Qwen3MoeExperts.gate_up_proj`` of shape (experts, 2 x intermediate, hidden)); they
@@ -79,23 +80,41 @@ def expert_lora_targets(model: nn.Module) -> list[str]:
     return targets
 
 
-def lora_targets(model: nn.Module, target_modules: str | list[str], experts: bool) -> tuple[str | list[str], list[str] | None]:
-    """PEFT ``(target_modules, target_parameters)`` for ``learner.lora``.
+def language_model_linears(model: nn.Module) -> list[str]:
+    """Full names of the ``nn.Linear`` layers LoRA trains under ``"all-linear"``: those of the language
+    model (``model.get_decoder()``: the text model of a causal LM, ``model.language_model`` of a
+    vision-language model) outside its mixture-of-experts blocks; so not the vision tower or its
+    merger / connector, the output head, the router, routed or shared experts."""
+    names = {id(m): n for n, m in model.named_modules()}
+    decoder = names[id(model.get_decoder())]
+    blocks = [name for name, _ in _moe_blocks(model)]
+    prefix = f"{decoder}." if decoder else ""
+    return [name for name, m in model.named_modules()
+            if isinstance(m, nn.Linear) and name.startswith(prefix) and not any(name.startswith(f"{b}.") for b in blocks)]
 
-    A dense model keeps ``target_modules`` as configured. On a mixture of experts, ``"all-linear"``
-    becomes a regex of the full names of every ``nn.Linear`` outside the MoE blocks except the
-    output head (attention and dense layers; the router, routed and shared experts stay frozen, as in
-    the reproduction without ``--lora-experts``), and ``experts`` adds the routed experts' 3-D weights
+
+def lora_targets(model: nn.Module, target_modules: str | list[str], experts: bool) -> tuple[str | list[str], list[str] | None]:
+    """PEFT ``(target_modules, target_parameters)`` for ``learner.lora`` (the learner and the
+    transformers rollout engine both build their LoRA from this).
+
+    ``"all-linear"`` means :func:`language_model_linears`. Where PEFT's own ``"all-linear"`` (every
+    ``nn.Linear`` but the output head; on a mixture of experts PEFT 0.21 adds the routed experts and
+    router as ``target_parameters``) is that same set (a dense causal LM), it is kept as configured;
+    otherwise (a mixture of experts, a vision-language model) it becomes a regex of those full names,
+    so the router, routed and shared experts stay frozen (as in the reproduction without
+    ``--lora-experts``) and so does the vision tower (vLLM serves LoRA on the language model only,
+    ``LoRAConfig.enable_tower_connector_lora`` off). ``experts`` adds the routed experts' 3-D weights
     (:func:`expert_lora_targets`). An explicit ``target_modules`` list is passed through as given.
 
     Raises:
         ValueError: ``experts`` on a model without routed experts.
     """
     params = expert_lora_targets(model) if experts else None
-    blocks = [name for name, _ in _moe_blocks(model)]
-    if not blocks or target_modules != "all-linear":
+    if target_modules != "all-linear":
         return target_modules, params
     head = model.get_output_embeddings()
-    linear = [name for name, m in model.named_modules()
-              if isinstance(m, nn.Linear) and m is not head and not any(name.startswith(f"{b}.") for b in blocks)]
+    peft_all = [name for name, m in model.named_modules() if isinstance(m, nn.Linear) and m is not head]
+    linear = language_model_linears(model)
+    if linear == peft_all and not _moe_blocks(model):  # on a MoE, PEFT's "all-linear" adds the experts too
+        return target_modules, params
     return "^(" + "|".join(re.escape(n) for n in linear) + ")$", params

@@ -1,11 +1,12 @@
 """A model's architecture figures, for the GPU-memory plan (``brushrl.plan.memory``).
 
-:class:`ModelFigures` is read from a Hugging Face ``config.json`` (a local model folder's own, or
-the excerpt shipped below for the hub ids our configs name, so ``brushrl config check`` works
-offline). Parameter counts come, in this order, from the folder's safetensors headers (exact), the
-count the hub reports for a shipped id, or :func:`estimate_parameters` from the architecture.
+:class:`ModelFigures` is read from a Hugging Face ``config.json``: a local model folder's own, or,
+for the hub ids our configs name, the real one shipped in ``brushrl/hub/configs/`` (sources in its
+README), so ``brushrl config check`` works offline. Parameter counts come, in this order, from the
+folder's safetensors headers (exact), the count the hub reports for a shipped id
+(:data:`HUB_PARAMETERS`), or :func:`estimate_parameters` from the architecture.
 
-Shipped excerpts (``SHIPPED``), each the ``config.json`` fields this module reads:
+Shipped models (``SHIPPED``: the shipped ``config.json`` + the hub's parameter count), in brief:
 
 * ``Qwen/Qwen3.5-35B-A3B`` (``Qwen3_5MoeForConditionalGeneration``): 40 layers in the pattern
   3 x Gated DeltaNet (linear attention) + 1 x gated full attention; full attention 16 Q / 2 KV
@@ -22,7 +23,7 @@ Shipped excerpts (``SHIPPED``), each the ``config.json`` fields this module read
   4 KV heads of 128, MLP 18944, hidden 3584, vocab 152064; vision depth 32, embed 1280; 8.29 B
   parameters (hub), i.e. the 16.6 GB of bf16 weights the HF reproduction reports for HPSv3.
 
-``tests/test_plan.py`` checks :func:`estimate_parameters` against those three hub counts (within 2%).
+``tests/test_memory_plan.py`` checks :func:`estimate_parameters` against those three hub counts (within 2%).
 """
 
 from __future__ import annotations
@@ -39,48 +40,28 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
 _ST_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "I16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
              "I8": 1, "U8": 1, "BOOL": 1}
 
-_QWEN35_LAYERS = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 10
-
-#: ``config.json`` excerpts of the hub ids the shipped configs name (see the module docstring),
-#: with ``num_parameters`` as the hub reports it.
-SHIPPED: dict[str, dict] = {
-    "Qwen/Qwen3.5-35B-A3B": {
-        "num_parameters": 35_950_000_000,
-        "torch_dtype": "bfloat16",
-        "text_config": {
-            "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16,
-            "num_key_value_heads": 2, "head_dim": 256, "attn_output_gate": True, "layer_types": _QWEN35_LAYERS,
-            "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 256,
-            "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
-            "mtp_num_hidden_layers": 1, "tie_word_embeddings": False, "max_position_embeddings": 262144,
-        },
-        "vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "out_hidden_size": 2048,
-                          "spatial_merge_size": 2, "patch_size": 16, "temporal_patch_size": 2, "in_channels": 3},
-    },
-    "Qwen/Qwen3-VL-30B-A3B-Instruct": {
-        "num_parameters": 31_070_000_000,
-        "torch_dtype": "bfloat16",
-        "text_config": {
-            "vocab_size": 151936, "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
-            "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
-            "moe_intermediate_size": 768, "tie_word_embeddings": False, "max_position_embeddings": 262144,
-        },
-        "vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "out_hidden_size": 2048,
-                          "spatial_merge_size": 2, "patch_size": 16, "temporal_patch_size": 2, "in_channels": 3,
-                          "deepstack_visual_indexes": [8, 16, 24]},
-    },
-    "Qwen/Qwen2-VL-7B-Instruct": {
-        "num_parameters": 8_290_000_000,
-        "torch_dtype": "bfloat16",
-        "vocab_size": 152064, "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
-        "num_key_value_heads": 4, "intermediate_size": 18944, "tie_word_embeddings": False,
-        "max_position_embeddings": 32768,
-        "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "hidden_size": 3584,
-                          "spatial_merge_size": 2, "patch_size": 14, "temporal_patch_size": 2, "in_channels": 3},
-    },
+#: Parameter counts the hub reports for the shipped ids (not part of a ``config.json``; see the module
+#: docstring).
+HUB_PARAMETERS = {
+    "Qwen/Qwen3.5-35B-A3B": 35_950_000_000,
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": 31_070_000_000,
+    "Qwen/Qwen2-VL-7B-Instruct": 8_290_000_000,
 }
-SHIPPED["Qwen/Qwen3-VL-30B-A3B-Instruct-FP8"] = {**SHIPPED["Qwen/Qwen3-VL-30B-A3B-Instruct"], "fp8_linear": True}
+
+
+def _shipped() -> dict[str, dict]:
+    """:data:`SHIPPED`: each shipped ``config.json`` (``brushrl.hub.shipped``) with its hub parameter
+    count; the judge's ``-FP8`` release is the same architecture with FP8 linear weights."""
+    from brushrl.hub.shipped import shipped_config
+
+    out = {model: {**shipped_config(model), "num_parameters": n} for model, n in HUB_PARAMETERS.items()}
+    out["Qwen/Qwen3-VL-30B-A3B-Instruct-FP8"] = {**out["Qwen/Qwen3-VL-30B-A3B-Instruct"], "fp8_linear": True}
+    return out
+
+
+#: ``config.json`` of the hub ids the shipped configs name (``brushrl/hub/configs/``), with
+#: ``num_parameters`` as the hub reports it.
+SHIPPED: dict[str, dict] = _shipped()
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,13 @@ def build_tiny_model(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerBase) -
 def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load any Hugging Face causal LM and its tokenizer from a local folder or a hub id.
 
-    A vision-language checkpoint whose configuration ``AutoModelForCausalLM`` does not know (e.g.
-    Idefics3 / SmolVLM) is loaded with ``AutoModelForImageTextToText`` instead (its
-    ``*ForConditionalGeneration``: generates and scores text like a causal LM, and takes pixel
-    inputs; ``rollout.revision.show_image``); a causal LM loads exactly as before.
+    The model class is :func:`policy_class`: the one the checkpoint declares (``architectures[0]``),
+    which is the class vLLM serves, so the LoRA adapter's keys are the ones vLLM's weight mapper
+    knows (Qwen3.5-MoE: ``Qwen3_5MoeForConditionalGeneration``, keys ``model.language_model.layers.N``;
+    ``AutoModelForCausalLM`` would load the text-only ``Qwen3_5MoeForCausalLM``, keys
+    ``model.layers.N``, which reach no vLLM module: vllm-project/vllm#48019). A vision-language
+    checkpoint generates and scores text like a causal LM and takes pixel inputs
+    (``rollout.revision.show_image``).
 
     The tokenizer must carry a chat template (instruct checkpoints do). A missing pad token is set
     to the EOS token, which is what left-padded batched generation needs.
@@ -103,9 +106,26 @@ def load_pretrained(path_or_id: str, dtype: str = "float32") -> tuple[PreTrained
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(path_or_id)  # read once, handed to from_pretrained
-    auto = AutoModelForImageTextToText if is_vision_language(config) else AutoModelForCausalLM
-    model = auto.from_pretrained(path_or_id, config=config, dtype=torch_dtype(dtype))
+    model = policy_class(config).from_pretrained(path_or_id, config=config, dtype=torch_dtype(dtype))
     return model.eval(), tokenizer
+
+
+def policy_class(config):
+    """The class :func:`load_pretrained` loads a checkpoint with (``from_pretrained`` / ``from_config``).
+
+    ``config.architectures[0]`` when transformers has a generative class of that name (what the
+    checkpoint was saved from, and what vLLM resolves it to); otherwise (no ``architectures``, a
+    remote-code or unknown name) ``AutoModelForCausalLM``, or ``AutoModelForImageTextToText`` for a
+    vision-language configuration the causal-LM mapping does not know (Idefics3 / SmolVLM).
+    """
+    import transformers
+    from transformers import GenerationMixin
+
+    name = (getattr(config, "architectures", None) or [None])[0]
+    cls = getattr(transformers, name, None) if name else None
+    if isinstance(cls, type) and issubclass(cls, GenerationMixin):
+        return cls
+    return AutoModelForImageTextToText if is_vision_language(config) else AutoModelForCausalLM
 
 
 def is_vision_language(config) -> bool:

@@ -14,6 +14,7 @@ from transformers import GenerationConfig
 
 from brushrl import vision
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
+from brushrl.learner.moe import lora_targets
 from brushrl.conversation import next_context, next_context_with_image
 from brushrl.policy import load_policy
 from brushrl.policy.model import load_processor
@@ -63,11 +64,14 @@ class TransformersEngine:
         base, self.tokenizer = load_policy(policy_cfg)
         #: the vision-language processor (``rollout.revision.show_image``), else None
         self.processor = load_processor(policy_cfg.model) if rollout_cfg.revision.show_image else None
+        # the learner's rule (brushrl.learner.moe.lora_targets), so both hold the same adapter keys
+        target_modules, target_parameters = lora_targets(base, lora_cfg.target_modules, lora_cfg.experts)
         peft_config = PeftLoraConfig(
             r=lora_cfg.r,
             lora_alpha=lora_cfg.alpha,
             lora_dropout=lora_cfg.dropout,
-            target_modules=lora_cfg.target_modules,
+            target_modules=target_modules,
+            target_parameters=target_parameters,
             task_type="CAUSAL_LM",
         )
         self.model = get_peft_model(base, peft_config).eval()

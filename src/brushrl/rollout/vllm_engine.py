@@ -30,6 +30,7 @@ from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
 from brushrl.conversation import next_context
 from brushrl.prompts import chat_messages
 from brushrl.rollout.fault import sync_fault, wrong_prefix_folder
+from brushrl.rollout.vllm_lora import engine_lora_target_modules
 from brushrl.types import Completion, Critique
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class VLLMEngine:
             model=policy_cfg.model,
             dtype=policy_cfg.dtype,
             enable_lora=True,
+            # wrap only the modules the learner's adapter trains (brushrl.rollout.vllm_lora)
+            lora_target_modules=engine_lora_target_modules(policy_cfg.model, lora_cfg.target_modules, lora_cfg.experts),
             max_lora_rank=lora_cfg.r,
             max_loras=1,
             max_model_len=rollout_cfg.max_model_len,
