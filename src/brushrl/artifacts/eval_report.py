@@ -24,6 +24,12 @@ infrastructure, excluded and counted by cause):
   (``Δp · q̄``) and ``better_paintings`` (``p̄ · Δq``), p the gate pass rate and q the mean reward of
   the passing paintings of each policy (docs/reward.md, "Fewer failures or better paintings").
 
+``paintings`` (:func:`painting_report`, added by ``brushrl eval`` when the run's reference pool
+loads): per policy and split, over the paintings that passed the gate, subject fidelity (share
+attributed to their own pool subject, with chance ``1 / subjects``), within-prompt diversity and
+the distance to the nearest pool image with the copies flagged
+(:mod:`brushrl.reward.painting_metrics`).
+
 Intervals are stratified bootstrap percentile intervals (``brushrl.stats.bootstrap_means``,
 ``eval.bootstrap`` resamples, each prompt resampled within itself, seeded by ``eval.seed``).
 
@@ -147,6 +153,83 @@ def _diff(e: dict, pct: bool = False) -> str:
     return f"{e['diff']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]"
 
 
+def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path) -> dict:
+    """``eval.json``'s ``paintings``: subject fidelity, within-prompt diversity and copying
+    (:mod:`brushrl.reward.painting_metrics`) of each policy's passing paintings per split.
+
+    Args:
+        rows: ``samples.parquet`` rows (``policy``, ``split``, ``prompt``, ``subject``,
+            ``gate_verdict``, ``png`` relative to ``root``); a passing row's reward may be None (its
+            painting is still measured).
+        policies: policy names.
+        cfg: the evaluation's config (``reward.pool``: path, tiers, ``copy_min_corr``; ``eval``).
+        root: the run directory.
+
+    Returns:
+        ``{"pool", "subjects", "chance", "copy_min_corr", "results": {policy: {split: {"paintings",
+        "missing_png", "fidelity" (estimate, mean a share; ``unknown_subject``: paintings whose
+        subject the pool lacks, left out), "diversity" (estimate over prompts with two or more
+        passing paintings), "copy_distance" (estimate, and ``min``), "copies"}}}}``; or
+        ``{"skipped": why}`` when the pool does not load (the rest of the report stands).
+    """
+    from brushrl.pool.store import PoolError, ReferencePool
+    from brushrl.reward.painting_metrics import Painting, PoolSubjects, measure
+
+    pool_cfg, n_boot, seed = cfg.reward.pool, cfg.eval.bootstrap, cfg.eval.seed
+    try:
+        pool = PoolSubjects(ReferencePool(pool_cfg.path).entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
+    except (PoolError, ValueError, OSError) as e:
+        return {"skipped": f"reference pool {pool_cfg.path}: {e}"}
+    out = {"pool": pool_cfg.path, "subjects": len(pool.subjects), "chance": 1 / len(pool.subjects),
+           "copy_min_corr": pool.copy_min_corr, "results": {}}
+    for policy in policies:
+        res = {}
+        for split in SPLITS:
+            passed = [r for r in rows if r["policy"] == policy and r["split"] == split and r["gate_verdict"] == "pass"]
+            if not any(r["policy"] == policy and r["split"] == split for r in rows):
+                continue
+            found = [r for r in passed if r.get("png") and (Path(root) / str(r["png"])).is_file()]
+            m = measure(pool, [Painting(r["subject"], (Path(root) / str(r["png"])).read_bytes(), r["prompt"])
+                               for r in found])
+            known = [(float(c), r["prompt"]) for c, r in zip(m["correct"], found) if c is not None]
+            div = [d for d in m["diversity"].values() if d is not None]
+            strata = [r["prompt"] for r in found]
+            res[split] = {
+                "paintings": len(found), "missing_png": len(passed) - len(found),
+                "fidelity": {**_estimate([c for c, _ in known], [p for _, p in known], n_boot, seed),
+                             "unknown_subject": len(found) - len(known)},
+                "diversity": _estimate(div, None, n_boot, seed),
+                "copy_distance": {**_estimate(m["copy_distance"], strata, n_boot, seed),
+                                  "min": min(m["copy_distance"], default=None)},
+                "copies": sum(m["copy"]),
+            }
+        out["results"][policy] = res
+    return out
+
+
+def _painting_rows(report: dict, split: str, policies: list[str], n_diffs: int) -> list[list[str]]:
+    """The table's rows of ``report["paintings"]`` for ``split`` (none when absent or skipped)."""
+    paint = report.get("paintings") or {}
+    if "results" not in paint:
+        return []
+    res = {p: paint["results"].get(p, {}).get(split) for p in policies}
+    if not any(res.values()):
+        return []
+
+    def cell(p: str, show) -> str:
+        return show(res[p]) if res[p] else "-"
+
+    blank = [""] * n_diffs
+    return [
+        ["", f"subject fidelity (passes; chance {paint['chance']:.0%})",
+         *(cell(p, lambda r: _ci(r["fidelity"], True)) for p in policies), *blank],
+        ["", "diversity within prompt", *(cell(p, lambda r: _ci(r["diversity"])) for p in policies), *blank],
+        ["", f"copy distance (copies: c >= {paint['copy_min_corr']})",
+         *(cell(p, lambda r: f"{_ci(r['copy_distance'])}; {r['copies']} of {r['paintings']}") for p in policies),
+         *blank],
+    ]
+
+
 def table_lines(report: dict) -> list[str]:
     """The side-by-side table: per split, reward, gate pass and each component for every policy,
     and each later policy's difference from the first (95% intervals in brackets)."""
@@ -170,6 +253,7 @@ def table_lines(report: dict) -> list[str]:
             shown = "judge win-rate" if name == "judge" else name
             body.append(["", f"{shown} (passes)", *(_ci(res[p]["components"][name]) if res[p] else "-" for p in policies),
                          *([""] * len(diffs))])
+        body.extend(_painting_rows(report, split, policies, len(diffs)))
         fails = ["; ".join(f"{k} {v}" for k, v in res[p]["gate_failures"].items()) or "none" if res[p] else "-"
                  for p in policies]
         body.append(["", "gate failures", *fails, *([""] * len(diffs))])
