@@ -53,7 +53,9 @@ def run_seed(config: str, seed: int, runs: Path, sets: list[str], sft_seed: int 
 
 def seed_splits(report: dict) -> dict:
     """Per split of an ``eval.json`` (``brushrl.artifacts.eval_report``): the base's and the last
-    policy's mean reward and gate pass rate (95% intervals), their differences and ``improved``."""
+    policy's mean reward and gate pass rate (95% intervals), their differences and ``improved``, the
+    paired difference where both pass and the difference's decomposition into fewer failures and
+    better paintings (None for a report written before them)."""
     base, final = report["policies"][0], report["policies"][-1]
     splits = {}
     for split, res in report["results"][final].items():
@@ -65,6 +67,8 @@ def seed_splits(report: dict) -> dict:
                          "final_gate_pass": res["gate_pass"]["mean"], "diff": vs["reward"],
                          "base_gate_ci": report["results"][base][split]["gate_pass"],
                          "final_gate_ci": res["gate_pass"], "gate_diff": vs["gate_pass"], "improved": vs["improved"],
+                         # absent (None) in an eval.json written before them
+                         "reward_both_pass": vs.get("reward_both_pass"), "decomposition": vs.get("decomposition"),
                          "gate_not_lower": res["gate_pass"]["mean"] >= report["results"][base][split]["gate_pass"]["mean"]}
     return splits
 

@@ -107,6 +107,100 @@ def test_base_vs_checkpoint_difference_is_paired_by_prompt_and_sample():
     assert not held["improved"]
 
 
+def _graded_rows(policy: str, passes, value) -> list[dict]:
+    """4 prompts x 6 samples; sample i passes when ``passes(i)``, with reward ``value(prompt, i)``."""
+    return [{"policy": policy, "split": "held_out" if p < 2 else "training", "prompt": f"prompt {p}",
+             "prompt_index": p, "sample": i, "gate_verdict": "pass" if passes(i) else "syntax_error",
+             "total": value(p, i) if passes(i) else 0.0, "none_cause": None, "png": None, "code": "x"}
+            for p in range(4) for i in range(6)]
+
+
+def _six_prompts_report(rows: list[dict]) -> dict:
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
+    prompts = [EvalPrompt(p, "held_out" if p < 2 else "training", f"s{p}", f"prompt {p}", p, p) for p in range(4)]
+    return build_report(rows, ["base", "step_0020"], cfg, prompts)
+
+
+def test_a_run_that_only_fails_less_gains_only_from_fewer_failures():
+    """The final policy passes every sample, the base the even ones; a painting that passes under
+    both has the same reward, and the newly passing ones are as good as the base's (0.3, 0.5, 0.4
+    vs 0.4, 0.3, 0.5): the whole gain is fewer failures, none of it better paintings."""
+    value = lambda p, i: (0.3, 0.4, 0.5, 0.3, 0.4, 0.5)[i] + 0.01 * p  # noqa: E731
+    rows = _graded_rows("base", lambda i: i % 2 == 0, value) + _graded_rows("step_0020", lambda i: True, value)
+    report = _six_prompts_report(rows)
+    for split in ("held_out", "training"):
+        vs = report["results"]["step_0020"]["vs_base"][split]
+        parts = vs["decomposition"]
+        assert parts["total"]["diff"] == pytest.approx(vs["reward"]["diff"]) and vs["reward"]["diff"] > 0.19
+        assert parts["better_paintings"]["diff"] == pytest.approx(0.0, abs=1e-12)
+        assert parts["fewer_failures"]["diff"] == pytest.approx(vs["reward"]["diff"])
+        assert vs["reward_both_pass"] == {"diff": 0.0, "lo": 0.0, "hi": 0.0, "n": 6}
+        assert parts["base"]["gate_pass"] == 0.5 and parts["final"]["gate_pass"] == 1.0
+    line = headline_lines(report)[0]
+    assert "fewer failures +0.20" in line and ("better paintings +0.000" in line or "better paintings -0.000" in line)
+    table = "\n".join(table_lines(report))
+    assert "from fewer failures" in table and "from better paintings" in table and "both pass" in table
+
+
+def test_a_run_that_only_paints_better_gains_only_from_better_paintings():
+    value = lambda p, i: 0.2 + 0.1 * i  # noqa: E731
+    rows = (_graded_rows("base", lambda i: i < 4, value)
+            + _graded_rows("step_0020", lambda i: i < 4, lambda p, i: value(p, i) + 0.05))
+    parts = _six_prompts_report(rows)["results"]["step_0020"]["vs_base"]["held_out"]["decomposition"]
+    assert parts["fewer_failures"]["diff"] == pytest.approx(0.0, abs=1e-12)
+    assert parts["better_paintings"]["diff"] == pytest.approx(4 / 6 * 0.05)
+    assert parts["better_paintings"]["lo"] > 0
+
+
+def test_the_two_parts_sum_to_the_total_in_the_estimate_and_every_resample():
+    """Random passes and rewards, a None that drops its pair: fewer failures + better paintings is
+    the paired reward difference, and the total's interval is the reward difference's (the same
+    resamples of pairs)."""
+    import numpy as np
+
+    from brushrl.artifacts.eval_report import decompose
+
+    rng = np.random.default_rng(7)
+    a_pass, b_pass = rng.random((4, 6)) < 0.5, rng.random((4, 6)) < 0.8
+    a_val, b_val = rng.random((4, 6)), rng.random((4, 6))
+    rows = (_graded_rows("base", lambda i: True, lambda p, i: float(a_val[p, i]))
+            + _graded_rows("step_0020", lambda i: True, lambda p, i: float(b_val[p, i])))
+    for r in rows:
+        ok = (a_pass if r["policy"] == "base" else b_pass)[int(r["prompt"][-1]), r["sample"]]
+        r["gate_verdict"], r["total"] = ("pass", r["total"]) if ok else ("syntax_error", 0.0)
+    rows[1]["total"], rows[1]["none_cause"] = None, "render_infra"
+    for split in ("held_out", "training"):
+        vs = _six_prompts_report(rows)["results"]["step_0020"]["vs_base"][split]
+        parts = vs["decomposition"]
+        assert parts["fewer_failures"]["diff"] + parts["better_paintings"]["diff"] == pytest.approx(vs["reward"]["diff"])
+        assert (parts["total"]["lo"], parts["total"]["hi"]) == pytest.approx((vs["reward"]["lo"], vs["reward"]["hi"]))
+        assert parts["n"] == vs["reward"]["n"]
+    pa, pb = (rng.integers(0, 2, (50, 10)).astype(float) for _ in range(2))  # 50 "resamples" of 10 pairs
+    boot = decompose(pa, pa * rng.random((50, 10)), pb, pb * rng.random((50, 10)))  # a failure's reward is 0
+    ok = ~np.isnan(boot["better_paintings"])
+    assert np.allclose((boot["fewer_failures"] + boot["better_paintings"])[ok], boot["total"][ok])
+
+
+def test_the_parts_are_none_when_a_policy_never_passes_and_old_reports_still_read():
+    rows = (_graded_rows("base", lambda i: False, lambda p, i: 0.5)
+            + _graded_rows("step_0020", lambda i: True, lambda p, i: 0.5))
+    report = _six_prompts_report(rows)
+    parts = report["results"]["step_0020"]["vs_base"]["held_out"]["decomposition"]
+    assert parts["total"]["diff"] == pytest.approx(0.5)  # the difference itself is defined
+    assert parts["fewer_failures"]["diff"] is None and parts["better_paintings"]["diff"] is None
+    assert parts["base"]["reward_passing"] is None  # q of no passing painting: undefined, not 0
+    # An eval.json written before the decomposition: the table and headline still read it.
+    for res in report["results"].values():
+        for split in list(res):
+            if split.startswith("vs_"):
+                for vs in res[split].values():
+                    del vs["decomposition"], vs["reward_both_pass"]
+            else:
+                del res[split]["reward_passing"]
+    assert "from better paintings" in "\n".join(table_lines(report))
+    assert "fewer failures" not in headline_lines(report)[0]
+
+
 def test_demo_seeds_reads_each_seeds_eval_into_its_table():
     """scripts/demo_seeds.py (behind docs/perf/demo_seeds.json): base vs final per split from
     eval.json, the difference's interval and whether gate pass held."""

@@ -6,6 +6,8 @@ infrastructure, excluded and counted by cause):
 * ``reward``: mean total reward (a gate failure counts 0), with a 95% interval;
 * ``gate_pass``: share of completions that pass the gate, with a 95% interval, and the failures
   by reason code;
+* ``reward_passing``: mean total reward of the completions that passed the gate (q), with a 95%
+  interval;
 * ``components``: each reward component's mean over the completions that passed the gate (the
   judge's is its win-rate against the reference pool, both orders), with 95% intervals;
 * per policy after the first, ``vs_<first>``: the difference of its mean reward and gate pass
@@ -16,6 +18,17 @@ infrastructure, excluded and counted by cause):
   (prompt, sample) over the pairs where both have a reward (``n``), and only the policy varies
   between the two halves of a pair. On the demo's seeds the two halves correlate (r 0.38-0.47 on
   held-out prompts, docs/perf/demo_seeds.json), so the paired interval is the narrower honest one.
+  Over the same pairs, ``reward_both_pass``: the paired difference of reward over the pairs where
+  both halves pass the gate (a better painting of the same prompt and seeds), and
+  ``decomposition`` (:func:`decompose`): the reward difference split exactly into ``fewer_failures``
+  (``Δp · q̄``) and ``better_paintings`` (``p̄ · Δq``), p the gate pass rate and q the mean reward of
+  the passing paintings of each policy (docs/reward.md, "Fewer failures or better paintings").
+
+``paintings`` (:func:`painting_report`, added by ``brushrl eval`` when the run's reference pool
+loads): per policy and split, over the paintings that passed the gate, subject fidelity (share
+attributed to their own pool subject, with chance ``1 / subjects``), within-prompt diversity and
+the distance to the nearest pool image with the copies flagged
+(:mod:`brushrl.reward.painting_metrics`).
 
 Intervals are stratified bootstrap percentile intervals (``brushrl.stats.bootstrap_means``,
 ``eval.bootstrap`` resamples, each prompt resampled within itself, seeded by ``eval.seed``).
@@ -31,7 +44,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from brushrl.stats import bootstrap_means, percentile_interval
+import numpy as np
+
+from brushrl.stats import bootstrap_indices, bootstrap_means, percentile_interval
 
 #: Folder of a run directory that ``brushrl eval`` writes into, and its report file.
 EVAL_DIR = "eval"
@@ -68,6 +83,7 @@ def _split_stats(rows: list[dict], components: list[str], n_boot: int, seed: int
         "none": dict(Counter(r.get("none_cause") or "unknown" for r in rows if _is_none(r["total"]))),
         "reward": _estimate([float(r["total"]) for r in valid], strata, n_boot, seed),
         "gate_pass": _estimate([float(r["gate_verdict"] == "pass") for r in valid], strata, n_boot, seed),
+        "reward_passing": _estimate([float(r["total"]) for r in passed], [r["prompt"] for r in passed], n_boot, seed),
         "gate_failures": dict(Counter(r["gate_verdict"] for r in valid if r["gate_verdict"] != "pass").most_common()),
         "components": comps,
     }
@@ -113,6 +129,9 @@ def build_report(rows: list[dict], policies: list[str], cfg, prompts, wall_s: fl
             reward = _paired(of(base), of(policy), _reward, _sample_key, n_boot, seed)
             gate = _paired(of(base), of(policy), _passed, _sample_key, n_boot, seed)
             vs[split] = {"reward": reward, "gate_pass": gate,
+                         "reward_both_pass": _paired(of(base), of(policy), _reward, _sample_key, n_boot, seed,
+                                                     both_pass=True),
+                         "decomposition": paired_decomposition(of(base), of(policy), _sample_key, n_boot, seed),
                          "improved": reward["lo"] is not None and reward["lo"] > 0}
         report["results"][policy][f"vs_{base}"] = vs
     return report
@@ -134,6 +153,83 @@ def _diff(e: dict, pct: bool = False) -> str:
     return f"{e['diff']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]"
 
 
+def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path) -> dict:
+    """``eval.json``'s ``paintings``: subject fidelity, within-prompt diversity and copying
+    (:mod:`brushrl.reward.painting_metrics`) of each policy's passing paintings per split.
+
+    Args:
+        rows: ``samples.parquet`` rows (``policy``, ``split``, ``prompt``, ``subject``,
+            ``gate_verdict``, ``png`` relative to ``root``); a passing row's reward may be None (its
+            painting is still measured).
+        policies: policy names.
+        cfg: the evaluation's config (``reward.pool``: path, tiers, ``copy_min_corr``; ``eval``).
+        root: the run directory.
+
+    Returns:
+        ``{"pool", "subjects", "chance", "copy_min_corr", "results": {policy: {split: {"paintings",
+        "missing_png", "fidelity" (estimate, mean a share; ``unknown_subject``: paintings whose
+        subject the pool lacks, left out), "diversity" (estimate over prompts with two or more
+        passing paintings), "copy_distance" (estimate, and ``min``), "copies"}}}}``; or
+        ``{"skipped": why}`` when the pool does not load (the rest of the report stands).
+    """
+    from brushrl.pool.store import PoolError, ReferencePool
+    from brushrl.reward.painting_metrics import Painting, PoolSubjects, measure
+
+    pool_cfg, n_boot, seed = cfg.reward.pool, cfg.eval.bootstrap, cfg.eval.seed
+    try:
+        pool = PoolSubjects(ReferencePool(pool_cfg.path).entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
+    except (PoolError, ValueError, OSError) as e:
+        return {"skipped": f"reference pool {pool_cfg.path}: {e}"}
+    out = {"pool": pool_cfg.path, "subjects": len(pool.subjects), "chance": 1 / len(pool.subjects),
+           "copy_min_corr": pool.copy_min_corr, "results": {}}
+    for policy in policies:
+        res = {}
+        for split in SPLITS:
+            passed = [r for r in rows if r["policy"] == policy and r["split"] == split and r["gate_verdict"] == "pass"]
+            if not any(r["policy"] == policy and r["split"] == split for r in rows):
+                continue
+            found = [r for r in passed if r.get("png") and (Path(root) / str(r["png"])).is_file()]
+            m = measure(pool, [Painting(r["subject"], (Path(root) / str(r["png"])).read_bytes(), r["prompt"])
+                               for r in found])
+            known = [(float(c), r["prompt"]) for c, r in zip(m["correct"], found) if c is not None]
+            div = [d for d in m["diversity"].values() if d is not None]
+            strata = [r["prompt"] for r in found]
+            res[split] = {
+                "paintings": len(found), "missing_png": len(passed) - len(found),
+                "fidelity": {**_estimate([c for c, _ in known], [p for _, p in known], n_boot, seed),
+                             "unknown_subject": len(found) - len(known)},
+                "diversity": _estimate(div, None, n_boot, seed),
+                "copy_distance": {**_estimate(m["copy_distance"], strata, n_boot, seed),
+                                  "min": min(m["copy_distance"], default=None)},
+                "copies": sum(m["copy"]),
+            }
+        out["results"][policy] = res
+    return out
+
+
+def _painting_rows(report: dict, split: str, policies: list[str], n_diffs: int) -> list[list[str]]:
+    """The table's rows of ``report["paintings"]`` for ``split`` (none when absent or skipped)."""
+    paint = report.get("paintings") or {}
+    if "results" not in paint:
+        return []
+    res = {p: paint["results"].get(p, {}).get(split) for p in policies}
+    if not any(res.values()):
+        return []
+
+    def cell(p: str, show) -> str:
+        return show(res[p]) if res[p] else "-"
+
+    blank = [""] * n_diffs
+    return [
+        ["", f"subject fidelity (passes; chance {paint['chance']:.0%})",
+         *(cell(p, lambda r: _ci(r["fidelity"], True)) for p in policies), *blank],
+        ["", "diversity within prompt", *(cell(p, lambda r: _ci(r["diversity"])) for p in policies), *blank],
+        ["", f"copy distance (copies: c >= {paint['copy_min_corr']})",
+         *(cell(p, lambda r: f"{_ci(r['copy_distance'])}; {r['copies']} of {r['paintings']}") for p in policies),
+         *blank],
+    ]
+
+
 def table_lines(report: dict) -> list[str]:
     """The side-by-side table: per split, reward, gate pass and each component for every policy,
     and each later policy's difference from the first (95% intervals in brackets)."""
@@ -152,10 +248,12 @@ def table_lines(report: dict) -> list[str]:
                      *(_diff(v.get("reward", {})) for v in vs)])
         body.append(["", "gate pass", *(_ci(res[p]["gate_pass"], True) if res[p] else "-" for p in policies),
                      *(_diff(v.get("gate_pass", {}), True) for v in vs)])
+        body.extend(_gain_rows(res, policies, vs))
         for name in first["components"]:
             shown = "judge win-rate" if name == "judge" else name
             body.append(["", f"{shown} (passes)", *(_ci(res[p]["components"][name]) if res[p] else "-" for p in policies),
                          *([""] * len(diffs))])
+        body.extend(_painting_rows(report, split, policies, len(diffs)))
         fails = ["; ".join(f"{k} {v}" for k, v in res[p]["gate_failures"].items()) or "none" if res[p] else "-"
                  for p in policies]
         body.append(["", "gate failures", *fails, *([""] * len(diffs))])
@@ -167,9 +265,25 @@ def table_lines(report: dict) -> list[str]:
     return [fmt(head), *(fmt(row) for row in body)]
 
 
+def _gain_rows(res: dict, policies: list[str], vs: list[dict]) -> list[list[str]]:
+    """The table's rows that say where a reward difference comes from: each policy's reward among
+    its passing paintings and the paired difference where both pass, then the difference's two
+    parts (:func:`decompose`). Reports written before these existed show "-"."""
+    blank = [""] * len(policies)
+    parts = [v.get("decomposition") or {} for v in vs]
+    return [
+        ["", "reward (passes)", *(_ci(res[p].get("reward_passing", {})) if res[p] else "-" for p in policies),
+         *(_diff(v.get("reward_both_pass", {})) + " both pass" if v.get("reward_both_pass") else "-" for v in vs)],
+        ["", "  from fewer failures", *blank, *(_diff(d.get("fewer_failures", {})) for d in parts)],
+        ["", "  from better paintings", *blank, *(_diff(d.get("better_paintings", {})) for d in parts)],
+    ]
+
+
 def headline_lines(report: dict) -> list[str]:
     """At most two lines for the run summary: per split, the first and last policy's mean reward
-    (95% intervals), the difference and whether it clears its interval, and the gate pass rates."""
+    (95% intervals), the difference and whether it clears its interval, the gate pass rates, and
+    the difference's two parts (fewer failures, better paintings; :func:`decompose`) with their
+    intervals when the report has them."""
     policies = report["policies"]
     first, last = policies[0], policies[-1]
     out = []
@@ -184,7 +298,12 @@ def headline_lines(report: dict) -> list[str]:
             verdict = "above its 95% CI" if vs["improved"] else "within its 95% CI"
             line += f", {_diff(vs['reward'])} ({verdict})"
         gate = f"{a['gate_pass']['mean']:.0%}" + (f" -> {b['gate_pass']['mean']:.0%}" if last != first else "")
-        out.append(f"{line}; gate pass {gate}")
+        line += f"; gate pass {gate}"
+        parts = report["results"][last][f"vs_{first}"][split].get("decomposition") if last != first else None
+        if parts:
+            line += (f"; of the difference, fewer failures {_diff(parts['fewer_failures'])}, better paintings "
+                     f"{_diff(parts['better_paintings'])}")
+        out.append(line)
     return out
 
 
@@ -243,18 +362,97 @@ def _trajectory_key(row: dict):
     return row["eval_key"]
 
 
-def _paired(first: list[dict], later: list[dict], value, key, n_boot: int, seed: int) -> dict:
-    """Mean of ``value(later) - value(first)`` over the rows of ``later`` whose ``key`` matches a
-    row of ``first``, both with a reward (a None in either drops the pair), with a stratified (by
-    prompt) bootstrap 95% interval of those differences; ``{"diff", "lo", "hi", "n"}``."""
+def _pairs(first: list[dict], later: list[dict], key, both_pass: bool = False) -> list[tuple[dict, dict]]:
+    """``(row of first, row of later)`` with the same ``key``, both with a reward (a None in either
+    drops the pair; with ``both_pass`` a gate failure in either too), in ``later``'s order."""
     a = {key(r): r for r in first if not _is_none(r["total"])}
-    pairs = [(value(r) - value(a[key(r)]), r["prompt"]) for r in later
-             if not _is_none(r["total"]) and key(r) in a]
+    pairs = [(a[key(r)], r) for r in later if not _is_none(r["total"]) and key(r) in a]
+    return [(x, y) for x, y in pairs if _passed(x) and _passed(y)] if both_pass else pairs
+
+
+def _paired(first: list[dict], later: list[dict], value, key, n_boot: int, seed: int,
+            both_pass: bool = False) -> dict:
+    """Mean of ``value(later) - value(first)`` over the rows of ``later`` whose ``key`` matches a
+    row of ``first``, both with a reward (a None in either drops the pair; with ``both_pass`` only
+    the pairs where both pass the gate), with a stratified (by prompt) bootstrap 95% interval of
+    those differences; ``{"diff", "lo", "hi", "n"}``."""
+    pairs = [(value(y) - value(x), y["prompt"]) for x, y in _pairs(first, later, key, both_pass)]
     if not pairs:
         return {"diff": None, "lo": None, "hi": None, "n": 0}
     d = [x for x, _ in pairs]
     lo, hi = percentile_interval(bootstrap_means(d, [p for _, p in pairs], n_boot, seed))
     return {"diff": sum(d) / len(d), "lo": lo, "hi": hi, "n": len(d)}
+
+
+def decompose(pass_a: np.ndarray, total_a: np.ndarray, pass_b: np.ndarray, total_b: np.ndarray) -> dict:
+    """Split the change of mean reward from policy a to policy b into fewer failures and better
+    paintings (docs/reward.md, "Fewer failures or better paintings").
+
+    With p the gate pass rate and q the mean reward of the passing paintings (a gate failure's
+    reward is 0, so the mean reward is ``p q``), ``Δ(pq) = Δp · q̄ + p̄ · Δq`` exactly, with
+    ``p̄ = (p_a + p_b) / 2`` and ``q̄ = (q_a + q_b) / 2``: the symmetric (Shapley value of the two
+    factors; the two-fold Oaxaca-Blinder split with averaged weights) decomposition of a product's
+    change, which, unlike either one-sided split, does not depend on which policy is the reference.
+
+    Args:
+        pass_a, pass_b: float ``[..., n]``, 1.0 where the painting passed the gate, else 0.0.
+        total_a, total_b: float ``[..., n]``, the rewards (0.0 for a failure). Leading axes (e.g.
+            bootstrap resamples) are kept.
+
+    Returns:
+        float64 arrays of the leading shape: ``total`` (``p_b q_b - p_a q_a``: the mean reward
+        difference), ``fewer_failures``, ``better_paintings`` (NaN where a policy has no passing
+        painting: q is then undefined), ``p_a``, ``p_b``, ``q_a``, ``q_b`` (q NaN likewise).
+    """
+    p_a, p_b = pass_a.mean(axis=-1), pass_b.mean(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q_a = (total_a * pass_a).sum(axis=-1) / pass_a.sum(axis=-1)
+        q_b = (total_b * pass_b).sum(axis=-1) / pass_b.sum(axis=-1)
+    return {"total": total_b.mean(axis=-1) - total_a.mean(axis=-1),
+            "fewer_failures": (p_b - p_a) * (q_a + q_b) / 2, "better_paintings": (p_a + p_b) / 2 * (q_b - q_a),
+            "p_a": p_a, "p_b": p_b, "q_a": q_a, "q_b": q_b}
+
+
+def _interval(point: float, boot: np.ndarray) -> dict:
+    """``{"diff", "lo", "hi"}`` of a point estimate and its resampled values (NaN resamples, where
+    the statistic is undefined, left out; all None when the estimate itself is undefined)."""
+    defined = boot[~np.isnan(boot)]
+    if point != point or not len(defined):
+        return {"diff": None, "lo": None, "hi": None}
+    lo, hi = percentile_interval(defined)
+    return {"diff": float(point), "lo": lo, "hi": hi}
+
+
+def paired_decomposition(first: list[dict], later: list[dict], key, n_boot: int, seed: int) -> dict:
+    """:func:`decompose` over the pairs of ``first`` (the base) and ``later`` (same ``key``, both
+    with a reward), each part with a 95% interval from the pairs resampled by prompt
+    (:func:`brushrl.stats.bootstrap_indices`, the resamples of the reward difference's interval),
+    the decomposition recomputed in each resample.
+
+    Returns:
+        ``{"n", "total", "fewer_failures", "better_paintings"}`` (each ``{"diff", "lo", "hi"}``;
+        the parts None when either policy has no passing painting among the pairs), ``base`` and
+        ``final`` (``{"gate_pass", "reward_passing"}``: p and q over the pairs) and
+        ``undefined_resamples`` (resamples in which a policy had no pass, left out of the parts'
+        intervals).
+    """
+    pairs = _pairs(first, later, key)
+    none = {"diff": None, "lo": None, "hi": None}
+    if not pairs:
+        return {"n": 0, "total": none, "fewer_failures": none, "better_paintings": none,
+                "base": None, "final": None, "undefined_resamples": 0}
+    cols = [np.array([f(r) for r in side]) for side in zip(*pairs) for f in (_passed, _reward)]
+    point = decompose(*cols)
+    idx = bootstrap_indices([y["prompt"] for _, y in pairs], len(pairs), n_boot, seed)
+    boot = decompose(*(c[idx] for c in cols))
+
+    def q(v) -> float | None:
+        return None if v != v else float(v)
+
+    return {"n": len(pairs), **{k: _interval(point[k], boot[k]) for k in ("total", "fewer_failures", "better_paintings")},
+            "base": {"gate_pass": float(point["p_a"]), "reward_passing": q(point["q_a"])},
+            "final": {"gate_pass": float(point["p_b"]), "reward_passing": q(point["q_b"])},
+            "undefined_resamples": int(np.isnan(boot["better_paintings"]).sum())}
 
 
 def turn_report(rows: list[dict], policies: list[str], cfg, turns: int) -> dict:

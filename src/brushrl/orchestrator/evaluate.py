@@ -14,7 +14,9 @@ render seed and a fixed sampler seed, derived from ``eval.seed`` and the subject
 faces the same ones: the same policy and seed give the same numbers; two policies differ only by
 their weights. ``eval.samples_per_prompt`` completions per prompt (one group).
 
-Writes, under the run directory: ``eval/eval.json`` (:mod:`brushrl.artifacts.eval_report`),
+Writes, under the run directory: ``eval/eval.json`` (:mod:`brushrl.artifacts.eval_report`; its
+``paintings``: subject fidelity, diversity and copying of the passing paintings against the run's
+reference pool, ``reward.pool``),
 ``eval/samples.parquet`` (one row per completion, the ``rollouts.parquet`` columns plus
 ``policy``, ``split``, ``subject``), ``eval/png/<policy>/p<prompt>_s<sample>.png`` and the page
 ``eval.html`` (:mod:`brushrl.artifacts.eval_page`), which ``gallery.html`` links to.
@@ -49,6 +51,7 @@ from brushrl.artifacts.eval_report import (
     EVAL_JSON,
     SPLITS,
     build_report,
+    painting_report,
     table_lines,
     turn_report,
     turn_table_lines,
@@ -231,6 +234,7 @@ class Evaluator:
     def _report(self, rows: list[dict], names: list[str], wall_s: float | None) -> dict:
         first_turns = [r for r in rows if r.get("turn") in (None, 1)]
         report = build_report(first_turns, names, self.cfg, self.prompts, wall_s=wall_s)
+        report["paintings"] = painting_report(first_turns, names, self.cfg, self.root)
         if self.turns > 1:
             report["turns"] = turn_report(rows, names, self.cfg, self.turns)
         atomic_write(self.out / EVAL_JSON, json.dumps(report, indent=1, default=float) + "\n")

@@ -197,6 +197,25 @@ def own_terms(f: ImageFeatures) -> dict[str, float]:
             "layering": min(1.0, max(0.0, (f.levels - LAYERING_RAMP[0]) / (LAYERING_RAMP[1] - LAYERING_RAMP[0])))}
 
 
+def _palette_shape(a: ImageFeatures, b: ImageFeatures) -> tuple[float, float]:
+    """The ``palette`` and ``shape`` terms, each in [0, 1], of painting ``a`` against reference ``b``."""
+    return math.exp(-palette_distance(a, b) / PALETTE_SCALE), shape_similarity(a, b)
+
+
+def _combine_resemblance(palette: float, shape: float) -> float:
+    """``palette ** (0.4 / 0.65) * shape ** (0.25 / 0.65)``: the two reference terms' weighted
+    geometric mean (module docstring)."""
+    wp, ws = WEIGHTS["palette"], WEIGHTS["shape"]
+    return palette ** (wp / (wp + ws)) * shape ** (ws / (wp + ws))
+
+
+def resemblance(a: ImageFeatures, b: ImageFeatures) -> float:
+    """The score's per-reference resemblance in [0, 1] of ``a`` and ``b`` (module docstring: the
+    weighted geometric mean of ``palette`` and ``shape``); symmetric, 1 for identical non-blank
+    paintings, 0 when either is blank."""
+    return _combine_resemblance(*_palette_shape(a, b))
+
+
 def score_terms(f: ImageFeatures, refs: list[tuple[float, ImageFeatures]]) -> tuple[float, dict[str, float]]:
     """The painting's score in [0, 1] and its terms against ``refs`` (``(value, features)`` pairs;
     ``palette`` and ``shape`` reported as value-weighted means over the references).
@@ -207,12 +226,11 @@ def score_terms(f: ImageFeatures, refs: list[tuple[float, ImageFeatures]]) -> tu
     total = sum(v for v, _ in refs)
     if not refs or total <= 0:
         raise ValueError("no references to score against")
-    wp, ws = WEIGHTS["palette"], WEIGHTS["shape"]
-    per_ref = [(v, math.exp(-palette_distance(f, r) / PALETTE_SCALE), shape_similarity(f, r)) for v, r in refs]
-    resemblance = sum(v * p ** (wp / (wp + ws)) * s ** (ws / (wp + ws)) for v, p, s in per_ref) / total
+    per_ref = [(v, *_palette_shape(f, r)) for v, r in refs]
+    resembles = sum(v * _combine_resemblance(p, s) for v, p, s in per_ref) / total
     terms = {"palette": sum(v * p for v, p, _ in per_ref) / total, "shape": sum(v * s for v, _, s in per_ref) / total,
              **own_terms(f)}
-    score = resemblance ** (wp + ws)
+    score = resembles ** (WEIGHTS["palette"] + WEIGHTS["shape"])
     for name in ("composition", "coverage", "layering"):
         score *= terms[name] ** WEIGHTS[name]
     return float(score), terms
@@ -223,7 +241,8 @@ def similarity(a: ImageFeatures, b: ImageFeatures) -> float:
     return score_terms(a, [(1.0, b)])[0]
 
 
-def _subject(phrase: str) -> str:
+def subject_key(phrase: str) -> str:
+    """A subject phrase as compared with others: lower case, full stops and extra spaces dropped."""
     return " ".join(phrase.lower().replace(".", " ").split())
 
 
@@ -249,12 +268,12 @@ class PoolSimilarityScorer:
     def subject_references(self, prompt: str) -> list[str]:
         """Ids of the scored pool images whose subject (``PoolEntry.prompt``, e.g. ``a coral poppy``)
         is the longest one found as a phrase in ``prompt`` (case and full stops ignored); [] if none."""
-        text = f" {_subject(prompt)} "
-        found = [e for e in self.entries if e.prompt and f" {_subject(e.prompt)} " in text]
+        text = f" {subject_key(prompt)} "
+        found = [e for e in self.entries if e.prompt and f" {subject_key(e.prompt)} " in text]
         if not found:
             return []
-        longest = max(len(_subject(e.prompt)) for e in found)
-        return sorted(e.id for e in found if len(_subject(e.prompt)) == longest)
+        longest = max(len(subject_key(e.prompt)) for e in found)
+        return sorted(e.id for e in found if len(subject_key(e.prompt)) == longest)
 
     def copy_correlation(self, png: bytes) -> float:
         """Largest Pearson correlation in [-1, 1] between the grey thumbnail of ``png``, shifted by
