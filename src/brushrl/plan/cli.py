@@ -13,7 +13,7 @@ from rich.table import Table
 from brushrl.config import BrushRLConfig, ConfigError, load_config
 from brushrl.plan.memory import MemoryPlan, build_memory_plan, format_parts
 from brushrl.plan.resources import ResourcePlan, build_plan
-from brushrl.plan.timing import RunEstimate, estimate_run, estimates_from_run
+from brushrl.plan.timing import RunEstimate, default_mode, estimate_run, estimates_from_run
 
 
 def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
@@ -168,7 +168,7 @@ def run_plan(args: argparse.Namespace) -> int:
         _problems(console, plan)
         return 1
     steps = args.steps or cfg.run.steps
-    est = estimate_run(cfg, plan, steps, args.mode)
+    est = estimate_run(cfg, plan, steps, args.mode or default_mode(cfg))
     if args.json:
         print(json.dumps({"steps": steps, "mode": est.mode, "step_s": est.step_s, "stage_s": est.stage_s,
                           "wall_h": est.wall_h, "gpu_hours": est.gpu_hours,
@@ -179,6 +179,8 @@ def run_plan(args: argparse.Namespace) -> int:
     console.print(f"stage latencies{' (measured: ' + args.from_run + ')' if args.from_run else ''}: "
                   f"gen {e.gen_s:g} s/step, render {e.render_s:g} s, score {e.score_s:g} s/sample, "
                   f"learn {e.learn_s:g} s/step, startup {e.startup_s:g} s")
+    why = "--mode" if args.mode else f"orchestrator.max_staleness {cfg.orchestrator.max_staleness}; --mode overrides"
+    console.print(f"pipeline: {est.mode} ({why})")
     console.print(estimate_table(est))
     for w in plan.warnings:
         console.print(f"[bold yellow]warning[/]: {w}")
@@ -222,9 +224,11 @@ def register(sub) -> None:
     )
     q.add_argument("--config", default="configs/local.yaml", help="YAML run config (default: %(default)s)")
     q.add_argument("--steps", type=int, help="learner steps (default: run.steps)")
-    q.add_argument("--mode", choices=["sync", "async"], default="sync",
-                   help="sync: stages one after another (today's trainer); async: renders overlap "
-                        "generation and learning (default: %(default)s)"),
+    q.add_argument("--mode", choices=["sync", "async"], default=None,
+                   help="sync: stages one after another (the trainer with orchestrator.max_staleness 0); "
+                        "async: renders and scoring overlap generation and learning (max_staleness >= 1). "
+                        "Default: the config's trainer mode, async when orchestrator.max_staleness >= 1, "
+                        "else sync"),
     q.add_argument("--from-run", metavar="RUN_DIR", help="take stage latencies measured by a run (runs/X)")
     q.add_argument("--render-s", type=float, help="wall seconds of one render")
     q.add_argument("--gen-s", type=float, help="generation seconds a step")
