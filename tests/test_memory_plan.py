@@ -209,11 +209,33 @@ def test_the_rollout_engine_counts_its_lora_stacks():
     assert "LoRA 16.3 M (module tree)" in _estimate(plan, "learner").note
 
 
-def test_lora_falls_back_to_the_formula_without_a_config():
-    base = load_config(ROOT / "configs/h200.yaml", {"policy.model": "org/not-shipped"})
-    fig = model_figures("Qwen/Qwen3.5-35B-A3B")
-    lora = learner_lora(fig, base)
-    assert (lora.params, lora.source) == (fig.lora_parameters(16), "formula")
+def test_lora_falls_back_to_the_formula_where_transformers_cannot_build_the_model(tmp_path):
+    """A folder whose config.json names a model_type this transformers lacks: the architecture figures
+    still come from the file, the LoRA count from the formula, and the plan says so (and warns that
+    the formula has no routed experts when learner.lora.experts asks for them)."""
+    import json
+
+    config = {"model_type": "not-a-transformers-model", "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+              "vocab_size": 512, "max_position_embeddings": 1024, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    cfg = load_config(ROOT / "configs/h200.yaml", {"policy.model": str(tmp_path)})
+    fig = model_figures(str(tmp_path))
+    lora = learner_lora(fig, cfg)
+    assert (lora.params, lora.source) == (fig.lora_parameters(16), "formula") and lora.params == 16 * 2 * (
+        (64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64))  # q, k v, o, gate up, down per layer
+    plan = build_memory_plan(cfg)
+    assert "(formula)" in _estimate(plan, "learner").note and not plan.warnings
+    experts = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {"policy.model": str(tmp_path),
+                                                                         "learner.lora.experts": True}))
+    assert any(w.startswith("learner.lora.experts: no config to build") for w in experts.warnings), experts.warnings
+
+
+def test_experts_on_a_dense_policy_is_an_error_naming_the_field():
+    cfg = load_config(ROOT / "configs/h200.yaml", {"policy.model": "Qwen/Qwen2-VL-7B-Instruct",
+                                                   "learner.lora.experts": True})
+    assert any(e.startswith("learner.lora.experts: the model has no routed experts")
+               for e in build_memory_plan(cfg).errors)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+class LoraTargetError(ValueError):
+    """``learner.lora`` selects what the model cannot give (``experts`` on a model without routed
+    experts): the learner would fail at start, so the plan reports it instead of falling back."""
+
+
 @dataclass(frozen=True)
 class LoraCount:
     """Trainable LoRA parameters of the learner's adapter.
@@ -77,7 +82,7 @@ def count_lora(model, r: int, target_modules: str | list[str], experts: bool) ->
     (module docstring); works on a meta-device model.
 
     Raises:
-        ValueError: ``experts`` on a model without routed experts (``brushrl.learner.moe``).
+        LoraTargetError: ``experts`` on a model without routed experts (``brushrl.learner.moe``).
     """
     from torch import nn
 
@@ -85,7 +90,11 @@ def count_lora(model, r: int, target_modules: str | list[str], experts: bool) ->
 
     modules = dict(model.named_modules())
     total, n = 0, 0
-    for name in trained_module_names(model, target_modules, experts):
+    try:
+        names = trained_module_names(model, target_modules, experts)
+    except ValueError as exc:
+        raise LoraTargetError(str(exc)) from exc
+    for name in names:
         m = modules[name]
         if isinstance(m, nn.Linear):
             total += r * (m.in_features + m.out_features)
@@ -104,7 +113,8 @@ def policy_lora(model: str, r: int, target_modules: str | list[str], experts: bo
 
     Raises:
         LookupError: no config for ``model`` (the caller falls back to the formula).
-        ValueError: transformers cannot build the config, or ``experts`` on a dense model.
+        ValueError: transformers cannot build the config (the caller falls back to the formula).
+        LoraTargetError: ``experts`` on a dense model.
     """
     params, modules = count_lora(meta_policy(policy_config(model, tiny_cfg)), r, target_modules, experts)
     return LoraCount(params, modules, "module tree")

@@ -121,13 +121,19 @@ def learner_lora(fig: ModelFigures, cfg: BrushRLConfig) -> LoraCount:
     meta-device module tree (``brushrl.plan.lora.policy_lora``), or, where no config of the model can
     be built (not a local folder, not shipped, a ``model_type`` this transformers lacks), the
     architecture formula ``fig.lora_parameters`` (which adapts router, shared expert and vision
-    tower too, and never the routed experts). Never raises."""
-    from brushrl.plan.lora import policy_lora
+    tower too, and never the routed experts).
+
+    Raises:
+        LoraTargetError: ``learner.lora.experts`` on a model without routed experts.
+    """
+    from brushrl.plan.lora import LoraTargetError, policy_lora
 
     lora = cfg.learner.lora
     tiny = tiny_config(cfg.policy.tiny) if cfg.policy.model == "tiny" else None
     try:
         return policy_lora(cfg.policy.model, lora.r, lora.target_modules, lora.experts, tiny)
+    except LoraTargetError:
+        raise
     except (LookupError, ValueError, OSError, ImportError):
         return LoraCount(fig.lora_parameters(lora.r), sum(lin.count for lin in fig.lora_linears), "formula")
 
@@ -274,14 +280,26 @@ def _bytes(dtype: str, fig: ModelFigures) -> int:
 class _Figures:
     """Model figures by name, looked up once; unknown models become errors."""
 
-    def __init__(self, errors: list[str], tiny=None):
+    def __init__(self, errors: list[str], tiny=None, warnings: list[str] | None = None):
         self.errors, self.cache, self.tiny = errors, {}, tiny
+        self.warnings = warnings if warnings is not None else []
         self.lora_count: LoraCount | None = None
 
     def lora(self, fig: ModelFigures, cfg: BrushRLConfig) -> LoraCount:
-        """The learner's LoRA count (:func:`learner_lora`), built once for the learner and the engine."""
+        """The learner's LoRA count (:func:`learner_lora`), built once for the learner and the engine.
+        ``experts`` on a dense model becomes an error (and a zero count); the formula fallback with
+        ``experts`` a warning (the formula has no experts)."""
+        from brushrl.plan.lora import LoraTargetError
+
         if self.lora_count is None:
-            self.lora_count = learner_lora(fig, cfg)
+            try:
+                self.lora_count = learner_lora(fig, cfg)
+            except LoraTargetError as exc:
+                self.errors.append(str(exc))
+                self.lora_count = LoraCount(0, 0, "none")
+            if self.lora_count.source == "formula" and cfg.learner.lora.experts:
+                self.warnings.append(f"learner.lora.experts: no config to build {cfg.policy.model!r} from, so the "
+                                     f"LoRA count is the formula's, which leaves the routed experts out")
         return self.lora_count
 
     def get(self, model: str, what: str) -> ModelFigures | None:
@@ -408,7 +426,7 @@ def build_memory_plan(cfg: BrushRLConfig) -> MemoryPlan:
     as Ray would, and check every GPU's memory. Never raises: problems are in ``errors``."""
     errors: list[str] = []
     warnings: list[str] = []
-    actors = _gpu_actors(cfg, _Figures(errors, cfg.policy.tiny))
+    actors = _gpu_actors(cfg, _Figures(errors, cfg.policy.tiny, warnings))
     rows: dict[str, list[GpuRow]] = {}
     free_share: dict[str, list[float]] = {}
     for name, kind in cfg.resources.nodes.items():
