@@ -40,7 +40,7 @@ left after it). Actors are taken in the order the trainer starts them (learner, 
 servers, HPSv3, in-process judge, pool scorer). A GPU whose actors' memory exceeds its own is an
 error naming the actor that did not fit and by how much.
 
-Headroom (:func:`headroom_problems`): what is counted is not all a process holds (the caching
+Headroom (:func:`headroom_problem`, :func:`_utilization_problems`): what is counted is not all a process holds (the caching
 allocator's fragmentation, NCCL buffers: ``resources.gpu_memory_refuse``'s docstring), so a GPU
 planned above ``resources.gpu_memory_refuse`` of its memory (0.95) is an error, above
 ``resources.gpu_memory_warn`` (0.90) a warning, and a vLLM engine whose ``gpu_memory_utilization``
@@ -500,7 +500,7 @@ def _utilization_problems(cfg: BrushRLConfig, a: _GpuActor) -> list[str]:
         return []
     return [f"{field_name}={util:g}: {a.estimate.component}'s vLLM share alone is over resources.gpu_memory_refuse "
             f"{refuse:g} of its GPU, leaving no room for what the plan does not count (allocator fragmentation, "
-            f"NCCL buffers); set {field_name} <= {refuse:g} (vLLM's default is 0.9)"]
+            f"NCCL buffers); set {field_name} <= {refuse:g} (vLLM's own default: 0.9, 0.92 in vllm 0.32)"]
 
 
 def headroom_problem(row: GpuRow, warn: float, refuse: float) -> tuple[str, str] | None:
@@ -510,9 +510,11 @@ def headroom_problem(row: GpuRow, warn: float, refuse: float) -> tuple[str, str]
     if not row.uses or not row.total_gib or row.used_gib > row.total_gib + _EPS:
         return None
     frac = row.used_gib / row.total_gib
-    level, limit, name = (("error", refuse, "gpu_memory_refuse") if frac > refuse + _EPS else
-                          ("warning", warn, "gpu_memory_warn") if frac > warn + _EPS else (None, 0.0, ""))
-    if level is None:
+    if frac > refuse + _EPS:
+        level, limit, name = "error", refuse, "gpu_memory_refuse"
+    elif frac > warn + _EPS:
+        level, limit, name = "warning", warn, "gpu_memory_warn"
+    else:
         return None
     uses = " + ".join(f"{u.component} {u.gib:.1f}" for u in row.uses)
     return level, (
