@@ -35,7 +35,8 @@ class LoraCount:
     Attributes:
         params: parameters (elements).
         modules: adapted modules (``nn.Linear`` layers, plus ``*Experts`` modules with experts).
-        source: ``module tree`` (counted on the meta-device model) or ``formula`` (the fallback).
+        source: ``module tree`` (counted on the meta-device model), ``formula`` (the fallback) or
+            ``none`` (the plan could not count it and reported why).
     """
 
     params: int
