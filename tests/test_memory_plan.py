@@ -11,7 +11,8 @@ import pytest
 
 from brushrl.cli import main
 from brushrl.config import load_config
-from brushrl.plan.memory import build_memory_plan, learner_memory
+from brushrl.plan.lora import policy_lora
+from brushrl.plan.memory import build_memory_plan, learner_lora, learner_memory
 from brushrl.plan.models import SHIPPED, estimate_parameters, model_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,8 @@ def test_shipped_figures():
     # 10 full-attention layers x 2 KV heads x head dim 256 x K and V x bf16
     assert policy.kv_bytes_per_token(2) == 10 * 2 * 256 * 2 * 2 == 20480
     assert policy.weight_bytes(2) == 2 * 35_950_000_000
-    assert 28e6 < policy.lora_parameters(16) < 32e6  # the HF reproduction: ~30.4 M trainable at r 16
+    # the formula (the fallback without a config) adapts router, shared expert and vision tower too
+    assert policy.lora_parameters(16) == 29_939_840
     judge = model_figures("Qwen/Qwen3-VL-30B-A3B-Instruct")
     assert judge.kv_bytes_per_token(2) == 48 * 4 * 128 * 2 * 2
     fp8 = model_figures("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8")
@@ -78,11 +80,11 @@ def test_second_bf16_35b_copy_on_a_full_gpu_fails_naming_it(capsys):
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", over))
     (err,) = plan.errors
     assert err.startswith("GPU h200:0 (H200, 140.4 GiB) over-subscribed: rollout needs 126.4 GiB")
-    assert "after learner 78.3 GiB: short by" in err and "weights 67.0" in err
+    assert "after learner 78.1 GiB: short by" in err and "weights 67.0" in err
     args = ["config", "check", str(ROOT / "configs/h200.yaml"), "--plan-only"]
     assert main([*args, *[a for k, v in over.items() for a in ("--set", f"{k}={v}")]]) == 1
     out = capsys.readouterr().out
-    assert "over-subscribed: rollout needs 126.4 GiB" in out and "learner (0.75: 78.3)" in out
+    assert "over-subscribed: rollout needs 126.4 GiB" in out and "learner (0.75: 78.1)" in out
 
 
 def test_vllm_share_below_its_weights_fails_with_the_fraction_it_needs():
@@ -124,7 +126,7 @@ def test_learner_memory_follows_the_deepspeed_strategy():
     assert z3["weights"] == pytest.approx(whole["weights"] / 4) and z3["activations"] == whole["activations"]
     assert off["optimizer"] == 0 and off["weights"] == z3["weights"]
     # LoRA state: 16 bytes a trainable parameter in all (2 weight + 2 grad + 12 Adam), as PEFT's fp32 adapter
-    lora = fig.lora_parameters(base.learner.lora.r)
+    lora = learner_lora(fig, base).params
     assert whole["grads"] + whole["optimizer"] == pytest.approx(14 * lora / 2**30)
 
 
@@ -146,3 +148,127 @@ def test_config_check_lists_every_learner_worker_with_its_shard():
                                                        "learner.deepspeed.zero_stage": 3})
     assert any(e.startswith("resources.learner: does not fit on a h200 node: needs 8 x")
                for e in build_plan(crowded).errors), build_plan(crowded).errors
+
+
+def _estimate(plan, component):
+    return next(e for e in plan.estimates if e.component == component)
+
+
+def test_a_gpu_over_the_refuse_fraction_is_refused(capsys):
+    """The issue's 8x H100 plan: the learner alone (78.1 GiB) on an H100 of 79.6 is 0.98 of it, over
+    resources.gpu_memory_refuse 0.95, although it fits the GPU's whole memory."""
+    over = {"resources.nodes.h200.gpu_type": "H100", "resources.hpsv3.num_gpus": 1}
+    plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", over))
+    (err,) = [e for e in plan.errors if e.startswith("GPU h200:0 ")]
+    assert err.startswith("GPU h200:0 (H100, 79.6 GiB) planned at 78.1 GiB (learner 78.1) = 0.981 of its memory, "
+                          "over resources.gpu_memory_refuse 0.95 (75.7 GiB)"), err
+    assert main(["config", "check", str(ROOT / "configs/h200.yaml"), "--plan-only", "--set",
+                 "resources.nodes.h200.gpu_type=H100", "--set", "resources.hpsv3.num_gpus=1", "--width", "400"]) == 1
+    assert "over resources.gpu_memory_refuse 0.95" in capsys.readouterr().out
+
+
+def test_the_warn_band_warns_and_both_fractions_are_config_fields(capsys):
+    """The rollout engine's GPU at 0.93 of its memory: above gpu_memory_warn 0.90, below
+    gpu_memory_refuse 0.95, a warning (--strict fails on it); the fractions move the band."""
+    cfg = {"rollout.gpu_memory_utilization": 0.93}
+    plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", cfg))
+    assert plan.errors == []
+    (warn,) = plan.warnings
+    assert warn.startswith("GPU h200:1 (H200, 140.4 GiB) planned at 130.6 GiB (rollout 130.6) = 0.930 of its "
+                           "memory, over resources.gpu_memory_warn 0.9"), warn
+    wider = load_config(ROOT / "configs/h200.yaml", {**cfg, "resources.gpu_memory_warn": 0.94})
+    assert build_memory_plan(wider).warnings == []
+    strict = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {**cfg, "resources.gpu_memory_refuse": 0.92}))
+    assert any(e.startswith("GPU h200:1 ") and "over resources.gpu_memory_refuse 0.92" in e for e in strict.errors)
+    args = ["config", "check", str(ROOT / "configs/h200.yaml"), "--plan-only",
+            "--set", "rollout.gpu_memory_utilization=0.93"]
+    assert main(args) == 0 and main([*args, "--strict"]) == 1
+    capsys.readouterr()
+    assert main(["config", "check", str(ROOT / "configs/h200.yaml"), "--set", "resources.gpu_memory_warn=0.96"]) == 2
+    assert "resources.gpu_memory_warn 0.96 > resources.gpu_memory_refuse 0.95" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("field", "component"), [("rollout.gpu_memory_utilization", "rollout"),
+                                                  ("reward.judge.serve.gpu_memory_utilization", "judge[0]")])
+def test_a_vllm_utilization_over_the_refuse_fraction_is_refused_naming_the_field(field, component):
+    plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {field: 0.99}))
+    assert any(e.startswith(f"{field}=0.99: {component}'s vLLM share alone is over resources.gpu_memory_refuse 0.95")
+               for e in plan.errors), plan.errors
+    assert not any(e.startswith(field) for e in build_memory_plan(
+        load_config(ROOT / "configs/h200.yaml", {field: 0.95})).errors)
+
+
+def test_the_rollout_engine_counts_its_lora_stacks():
+    """vLLM preallocates max_loras (1) x rank x (in + out) per wrapped module in the model's dtype:
+    the learner's count x 2 bytes for the bf16 policy."""
+    plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml"))
+    lora = policy_lora("Qwen/Qwen3.5-35B-A3B", 16, "all-linear", False)
+    assert lora.params == 16_250_880 and lora.source == "module tree"
+    assert _estimate(plan, "rollout").parts["lora buffers"] == pytest.approx(lora.params * 2 / 2**30)
+    assert _estimate(plan, "judge[0]").parts["lora buffers"] == 0  # the judge serves no adapter
+    assert "LoRA 16.3 M (module tree)" in _estimate(plan, "learner").note
+
+
+def test_lora_falls_back_to_the_formula_where_transformers_cannot_build_the_model(tmp_path):
+    """A folder whose config.json names a model_type this transformers lacks: the architecture figures
+    still come from the file, the LoRA count from the formula, and the plan says so (and warns that
+    the formula has no routed experts when learner.lora.experts asks for them)."""
+    import json
+
+    config = {"model_type": "not-a-transformers-model", "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+              "vocab_size": 512, "max_position_embeddings": 1024, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    cfg = load_config(ROOT / "configs/h200.yaml", {"policy.model": str(tmp_path)})
+    fig = model_figures(str(tmp_path))
+    lora = learner_lora(fig, cfg)
+    assert (lora.params, lora.source) == (fig.lora_parameters(16), "formula") and lora.params == 16 * 2 * (
+        (64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64))  # q, k v, o, gate up, down per layer
+    plan = build_memory_plan(cfg)
+    assert "(formula)" in _estimate(plan, "learner").note and not plan.warnings
+    experts = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {"policy.model": str(tmp_path),
+                                                                         "learner.lora.experts": True}))
+    assert any(w.startswith("learner.lora.experts: no config to build") for w in experts.warnings), experts.warnings
+
+
+def test_experts_on_a_dense_policy_is_an_error_naming_the_field():
+    cfg = load_config(ROOT / "configs/h200.yaml", {"policy.model": "Qwen/Qwen2-VL-7B-Instruct",
+                                                   "learner.lora.experts": True})
+    assert any(e.startswith("learner.lora.experts: the model has no routed experts")
+               for e in build_memory_plan(cfg).errors)
+
+
+@pytest.fixture(scope="module")
+def twin_dirs(tmp_path_factory) -> dict[str, Path]:
+    from brushrl.hub.twins import build_twin
+
+    root = tmp_path_factory.mktemp("twins")
+    return {m: build_twin(m, root / m.replace("/", "--"), seed=0) for m in sorted(SHIPPED) if not m.endswith("-FP8")}
+
+
+@pytest.mark.parametrize(("model_id", "experts"), [("Qwen/Qwen3.5-35B-A3B", False), ("Qwen/Qwen3.5-35B-A3B", True),
+                                                   ("Qwen/Qwen3-VL-30B-A3B-Instruct", False),
+                                                   ("Qwen/Qwen3-VL-30B-A3B-Instruct", True),
+                                                   ("Qwen/Qwen2-VL-7B-Instruct", False)])
+def test_the_meta_tree_count_is_what_peft_trains_on_the_twin(twin_dirs, model_id, experts):
+    """The plan's count, on the meta-device tree built from the twin's config.json, equals the
+    trainable parameters of the real twin wrapped as GRPOLearner wraps it (lora_targets -> PEFT
+    LoraConfig -> get_peft_model)."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+    from transformers import AutoConfig
+
+    from brushrl.config import LoraConfig
+    from brushrl.learner import moe
+    from brushrl.policy.model import policy_class
+
+    lc = LoraConfig(r=4, alpha=8, experts=experts)
+    path = twin_dirs[model_id]
+    model = policy_class(AutoConfig.from_pretrained(path)).from_pretrained(path)
+    target_modules, target_parameters = moe.lora_targets(model, lc.target_modules, lc.experts)
+    peft_model = get_peft_model(model, PeftLoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout,
+                                                      target_modules=target_modules,
+                                                      target_parameters=target_parameters, task_type="CAUSAL_LM"))
+    trainable, _ = peft_model.get_nb_trainable_parameters()
+    counted = policy_lora(str(path), lc.r, lc.target_modules, lc.experts)
+    assert counted.source == "module tree" and counted.params == trainable > 0

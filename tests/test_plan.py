@@ -126,7 +126,8 @@ def test_plan_reproduces_the_seeds_order_of_magnitude(render_s, capsys):
     args = ["plan", "--config", str(ROOT / "configs/h200.yaml"), "--steps", "110", "--renderers", "1",
             "--render-s", str(render_s), "--gen-s", "120", "--learn-s", "60", "--score-s", "5",
             *[a for kv in seeds for a in ("--set", kv)],
-            "--set", "rollout.groups_per_step=1", "--set", "resources.estimates.static_pass=1", "--json"]
+            "--set", "rollout.groups_per_step=1", "--set", "resources.estimates.static_pass=1",
+            "--mode", "sync", "--json"]  # the seeds ran one stage after another
     assert main(args) == 0
     est = json.loads(capsys.readouterr().out)
     assert 34 / 2 <= est["gpu_hours"]["H200"] <= 34 * 2, est
@@ -138,6 +139,19 @@ def test_plan_reproduces_the_seeds_order_of_magnitude(render_s, capsys):
     assert main(args[:-1]) == 0
     out = capsys.readouterr().out
     assert "H200 GPU-hours" in out and "wall time" in out
+
+
+def test_plan_defaults_to_the_trainers_mode(capsys):
+    """async when orchestrator.max_staleness >= 1 (configs/h200.yaml), sync at 0 (configs/local.yaml);
+    --mode overrides either."""
+    def mode(config, *extra):
+        assert main(["plan", "--config", str(ROOT / config), "--steps", "10", *extra, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["mode"]
+
+    assert load_config(ROOT / "configs/h200.yaml").orchestrator.max_staleness == 1
+    assert mode("configs/h200.yaml") == "async" and mode("configs/h200.yaml", "--mode", "sync") == "sync"
+    assert mode("configs/local.yaml") == "sync" and mode("configs/local.yaml", "--mode", "async") == "async"
+    assert mode("configs/local.yaml", "--set", "orchestrator.max_staleness=2") == "async"
 
 
 def test_parallel_renderers_shrink_the_seeds_run():

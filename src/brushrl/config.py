@@ -843,9 +843,28 @@ class ResourcesConfig(_Section):
     renderer: ActorPlacement = Field(default_factory=ActorPlacement)
     """Placement of each renderer actor (``render.num_actors`` of them)."""
     estimates: StageEstimates = Field(default_factory=StageEstimates)
+    gpu_memory_refuse: float = Field(0.95, gt=0, le=1)
+    """Headroom rule of the GPU-memory plan (``brushrl.plan.memory``): a GPU planned above this
+    fraction of its memory, or a vLLM engine whose ``gpu_memory_utilization`` alone exceeds it, is an
+    error. The plan counts what the models need (weights, optimizer state, KV cache, activations);
+    the process also holds what it does not count: PyTorch's caching allocator keeps freed blocks
+    reserved, so ``torch.cuda.memory_reserved()`` (what the GPU sees) runs above
+    ``memory_allocated()`` by what fragmentation leaves unusable (PyTorch docs, "CUDA semantics:
+    memory management"), and NCCL allocates its own communication buffers per
+    communicator and peer outside the allocator (``NCCL_BUFFSIZE``, 4 MiB per channel by default;
+    DeepSpeed's ZeRO buckets and the weight sync use them). 0.95 keeps 4 GiB of an 80 GB H100 and
+    7 GiB of an H200 for those."""
+    gpu_memory_warn: float = Field(0.90, gt=0, le=1)
+    """A GPU planned above this fraction of its memory (and at most ``gpu_memory_refuse``) gets a
+    warning. 0.90 is vLLM's own guidance: its ``gpu_memory_utilization`` default is 0.9 (0.92 in
+    vllm 0.32, ``vllm/config/cache.py``), the rest left for what runs outside its profiled share;
+    ``--strict`` turns the warning into a failure."""
 
     @model_validator(mode="after")
     def _nodes_exist(self) -> "ResourcesConfig":
+        if self.gpu_memory_warn > self.gpu_memory_refuse:
+            raise ValueError(f"resources.gpu_memory_warn {self.gpu_memory_warn} > resources.gpu_memory_refuse "
+                             f"{self.gpu_memory_refuse}: the warning band lies below the refusal")
         for actor in PLACED_ACTORS:
             node = getattr(self, actor).node
             if node not in self.nodes:

@@ -74,7 +74,8 @@ def learner_memory_per_worker(
 
     Args:
         base_params: frozen parameters (Psi_b), e.g. 35e9 for Qwen3.5-35B-A3B; 0 for full fine-tuning.
-        trainable_params: trainable parameters (Psi_t), e.g. 30.4e6 for its LoRA r=16 all-linear.
+        trainable_params: trainable parameters (Psi_t), e.g. 16.3e6 for its LoRA r=16
+            all-linear (``brushrl.plan.lora``).
         strategy: ``single`` (no sharding) or ``deepspeed``.
         zero_stage: 1, 2 or 3 with ``deepspeed`` (1 shards the optimizer state only).
         workers: data-parallel workers N the states are sharded over.

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from brushrl.config import BrushRLConfig, ConfigError, load_config
-from brushrl.plan.memory import MemoryPlan, build_memory_plan
+from brushrl.plan.memory import MemoryPlan, build_memory_plan, format_parts
 from brushrl.plan.resources import ResourcePlan, build_plan
-from brushrl.plan.timing import RunEstimate, estimate_run, estimates_from_run
+from brushrl.plan.timing import RunEstimate, default_mode, estimate_run, estimates_from_run
 
 
 def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
@@ -68,7 +68,7 @@ def memory_tables(mem: MemoryPlan) -> list[Table]:
     for col in ("actor", "model", "derived", "parts", "vLLM share", "typed", "holds"):
         est.add_column(col, justify="right" if col in ("derived", "vLLM share", "typed", "holds") else "left")
     for e in mem.estimates:
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in e.parts.items() if v >= 0.05)
+        parts = ", ".join(format_parts(e.parts))
         est.add_row(e.component, f"{e.model} ({e.note})" if e.note else e.model, f"{e.derived_gib:.1f}", parts,
                     f"{e.reserved_gib:.1f}" if e.reserved_gib else "-",
                     f"{e.typed_gib:.1f}" if e.typed_gib else "-", f"{e.used_gib:.1f}")
@@ -168,7 +168,7 @@ def run_plan(args: argparse.Namespace) -> int:
         _problems(console, plan)
         return 1
     steps = args.steps or cfg.run.steps
-    est = estimate_run(cfg, plan, steps, args.mode)
+    est = estimate_run(cfg, plan, steps, args.mode or default_mode(cfg))
     if args.json:
         print(json.dumps({"steps": steps, "mode": est.mode, "step_s": est.step_s, "stage_s": est.stage_s,
                           "wall_h": est.wall_h, "gpu_hours": est.gpu_hours,
@@ -179,6 +179,8 @@ def run_plan(args: argparse.Namespace) -> int:
     console.print(f"stage latencies{' (measured: ' + args.from_run + ')' if args.from_run else ''}: "
                   f"gen {e.gen_s:g} s/step, render {e.render_s:g} s, score {e.score_s:g} s/sample, "
                   f"learn {e.learn_s:g} s/step, startup {e.startup_s:g} s")
+    why = "--mode" if args.mode else f"orchestrator.max_staleness {cfg.orchestrator.max_staleness}; --mode overrides"
+    console.print(f"pipeline: {est.mode} ({why})")
     console.print(estimate_table(est))
     for w in plan.warnings:
         console.print(f"[bold yellow]warning[/]: {w}")
@@ -191,7 +193,8 @@ def register(sub) -> None:
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     c = csub.add_parser(
         "check",
-        help="print the resolved config, its resource and GPU-memory plan; fail when a GPU is over-subscribed",
+        help="print the resolved config, its resource and GPU-memory plan; fail when a GPU is over-subscribed "
+             "or above resources.gpu_memory_refuse",
         description="Validate FILE, print it with every default filled in, then the resource plan: which "
         "actor runs on which node kind and what it reserves (CPUs, GPUs, memory, custom resources), how "
         "many renderers fit per node, and the render capacity (renders/min, from resources.estimates: "
@@ -199,7 +202,9 @@ def register(sub) -> None:
         "G x static_pass renders every gen_s + learn_s seconds); then the GPU memory of every GPU actor "
         "(learner, vLLM rollout engine, judge servers, HPSv3), derived from its model's architecture "
         "(brushrl.plan.memory), and each GPU's load as Ray would assign them. Exit codes: 0 ok, 1 the "
-        "plan has errors (a GPU over-subscribed, an actor that does not fit; or warnings with --strict), "
+        "plan has errors (a GPU over-subscribed or planned above resources.gpu_memory_refuse of its memory, "
+        "a vLLM gpu_memory_utilization above it, an actor that does not fit; or warnings with --strict, "
+        "e.g. a GPU above resources.gpu_memory_warn), "
         "2 the config is invalid.",
     )
     c.add_argument("file", help="YAML run config, e.g. configs/h200.yaml")
@@ -219,9 +224,11 @@ def register(sub) -> None:
     )
     q.add_argument("--config", default="configs/local.yaml", help="YAML run config (default: %(default)s)")
     q.add_argument("--steps", type=int, help="learner steps (default: run.steps)")
-    q.add_argument("--mode", choices=["sync", "async"], default="sync",
-                   help="sync: stages one after another (today's trainer); async: renders overlap "
-                        "generation and learning (default: %(default)s)")
+    q.add_argument("--mode", choices=["sync", "async"], default=None,
+                   help="sync: stages one after another (the trainer with orchestrator.max_staleness 0); "
+                        "async: renders and scoring overlap generation and learning (max_staleness >= 1). "
+                        "Default: the config's trainer mode, async when orchestrator.max_staleness >= 1, "
+                        "else sync"),
     q.add_argument("--from-run", metavar="RUN_DIR", help="take stage latencies measured by a run (runs/X)")
     q.add_argument("--render-s", type=float, help="wall seconds of one render")
     q.add_argument("--gen-s", type=float, help="generation seconds a step")

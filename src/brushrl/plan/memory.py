@@ -6,7 +6,10 @@ Estimates (GiB = 2**30 bytes), each a sum of named parts:
 * **learner** (:func:`learner_memory`, per learner worker, ``learner.workers`` of them with
   ``strategy: deepspeed``): model states from ``brushrl.learner.memory`` (the ZeRO paper's
   accounting: weights ``2 x params``, and for the LoRA parameters gradients 2 + Adam state 12
-  bytes, 16 bytes in all as PEFT's fp32 adapter over a bf16 base; ZeRO-2 divides gradients and
+  bytes, 16 bytes in all as PEFT's fp32 adapter over a bf16 base; the LoRA parameters counted on
+  the policy's meta-device module tree with the learner's own target rule (``brushrl.plan.lora``),
+  the architecture formula ``ModelFigures.lora_parameters`` only where no config can be built;
+  ZeRO-2 divides gradients and
   optimizer state by the workers, ZeRO-3 also the weights; offload moves them to CPU memory);
   checkpointed activations of one micro-batch,
   ``2 s b h L`` bytes of layer inputs plus one recomputed layer ``s b (34 h + 4 w)`` bytes
@@ -22,8 +25,9 @@ Estimates (GiB = 2**30 bytes), each a sum of named parts:
   ``max_num_seqs`` sequences of ``max_model_len`` tokens (``kv_bytes_per_token`` = 2 x attention
   layers x KV heads x head dim x bytes), the linear-attention state of each sequence, the profile
   run's activations (:data:`VLLM_BATCHED_TOKENS` tokens x the widest layer, and fp32 logits of
-  ``max_num_seqs`` rows), CUDA graphs (:data:`VLLM_GRAPH_GIB`, 0 with ``enforce_eager``) and a
-  CUDA context. What it holds on the GPU is the larger of its share and that need.
+  ``max_num_seqs`` rows), CUDA graphs (:data:`VLLM_GRAPH_GIB`, 0 with ``enforce_eager``), a
+  CUDA context, and for the rollout engine its LoRA buffers (:func:`vllm_lora_bytes`). What it
+  holds on the GPU is the larger of its share and that need.
 * **HF inference** (HPSv3, the in-process judge; :func:`inference_memory`): weights + one layer's
   activations for ``batch x seq`` tokens + a CUDA context.
 
@@ -35,6 +39,12 @@ that many fully free GPUs, lowest index first; a fraction takes the best-fitting
 left after it). Actors are taken in the order the trainer starts them (learner, rollout, judge
 servers, HPSv3, in-process judge, pool scorer). A GPU whose actors' memory exceeds its own is an
 error naming the actor that did not fit and by how much.
+
+Headroom (:func:`headroom_problem`, :func:`_utilization_problems`): what is counted is not all a process holds (the caching
+allocator's fragmentation, NCCL buffers: ``resources.gpu_memory_refuse``'s docstring), so a GPU
+planned above ``resources.gpu_memory_refuse`` of its memory (0.95) is an error, above
+``resources.gpu_memory_warn`` (0.90) a warning, and a vLLM engine whose ``gpu_memory_utilization``
+alone exceeds the refuse fraction is an error naming that field.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import math
 from dataclasses import dataclass, field
 
 from brushrl.config import ActorPlacement, BrushRLConfig
+from brushrl.plan.lora import LoraCount
 from brushrl.plan.models import DTYPE_BYTES, ModelFigures, UnknownModel, figures_from_config, model_figures, tiny_config
 
 GIB = 2**30
@@ -64,6 +75,11 @@ PROMPT_TOKENS = 1024
 #: HPSv3's tokens per image: 448 x 448 (``min_pixels = max_pixels = 256 x 28 x 28``) -> 256 merged
 #: patches, plus its instruction text (~300 tokens).
 HPSV3_TOKENS = 640
+#: Adapters the rollout engine holds at once: ``VLLMEngine`` passes ``max_loras=1``
+#: (``brushrl/rollout/vllm_engine.py``); vLLM preallocates its LoRA stacks for that many.
+VLLM_MAX_LORAS = 1
+#: Slack for float rounding when a share is compared with a fraction (0.9 x total / total).
+_EPS = 1e-9
 
 
 def _gib(n_bytes: float) -> float:
@@ -100,17 +116,40 @@ class Estimate:
         return max(self.derived_gib, self.reserved_gib, self.typed_gib or 0.0)
 
 
-def learner_memory(fig: ModelFigures, cfg: BrushRLConfig, dtype_bytes: int = 2) -> dict[str, float]:
+def learner_lora(fig: ModelFigures, cfg: BrushRLConfig) -> LoraCount:
+    """The learner's trainable LoRA parameters for policy ``cfg.policy.model``: counted on its
+    meta-device module tree (``brushrl.plan.lora.policy_lora``), or, where no config of the model can
+    be built (not a local folder, not shipped, a ``model_type`` this transformers lacks), the
+    architecture formula ``fig.lora_parameters`` (which adapts router, shared expert and vision
+    tower too, and never the routed experts).
+
+    Raises:
+        LoraTargetError: ``learner.lora.experts`` on a model without routed experts.
+    """
+    from brushrl.plan.lora import LoraTargetError, policy_lora
+
+    lora = cfg.learner.lora
+    tiny = tiny_config(cfg.policy.tiny) if cfg.policy.model == "tiny" else None
+    try:
+        return policy_lora(cfg.policy.model, lora.r, lora.target_modules, lora.experts, tiny)
+    except LoraTargetError:
+        raise
+    except (LookupError, ValueError, OSError, ImportError):
+        return LoraCount(fig.lora_parameters(lora.r), sum(lin.count for lin in fig.lora_linears), "formula")
+
+
+def learner_memory(fig: ModelFigures, cfg: BrushRLConfig, dtype_bytes: int = 2,
+                   lora: LoraCount | None = None) -> dict[str, float]:
     """GiB per learner worker: its model states under ``cfg.learner``'s strategy (weights,
     gradients, optimizer state: ``brushrl.learner.memory.learner_memory_per_worker``, the ZeRO
     paper's accounting, so ZeRO-2 divides gradients and optimizer state and ZeRO-3 also the weights
     by ``learner.workers``, and offloaded states leave the GPU), one micro-batch's checkpointed
     activations and a CUDA context (module docstring). ``dtype_bytes``: 2 (a GPU learner trains the
-    bf16 base)."""
+    bf16 base). ``lora``: the trainable parameters; None: :func:`learner_lora`."""
     from brushrl.learner.memory import learner_memory_per_worker
 
     lc, ds = cfg.learner, cfg.learner.deepspeed
-    lora = fig.lora_parameters(lc.lora.r)
+    lora = (lora or learner_lora(fig, cfg)).params
     states = learner_memory_per_worker(
         fig.weight_bytes(dtype_bytes) / dtype_bytes, lora, strategy=lc.strategy, zero_stage=ds.zero_stage,
         workers=lc.workers, dtype="bf16" if dtype_bytes == 2 else "fp32", offload_optimizer=ds.offload_optimizer,
@@ -127,9 +166,27 @@ def learner_memory(fig: ModelFigures, cfg: BrushRLConfig, dtype_bytes: int = 2) 
     }
 
 
+def vllm_lora_bytes(lora_params: int, dtype_bytes: int, max_loras: int = VLLM_MAX_LORAS) -> int:
+    """Bytes of the LoRA stacks a vLLM engine with ``enable_lora`` preallocates for ``max_loras``
+    adapters of rank ``max_lora_rank`` = ``learner.lora.r``.
+
+    vLLM wraps each module it adapts (brushrl restricts them to the ones the learner trains:
+    ``lora_target_modules``, ``brushrl.rollout.vllm_lora``) and its ``create_lora_weights`` allocates
+    ``lora_a_stacked`` ``(max_loras, 1, rank, input_size)`` per slice and ``lora_b_stacked``
+    ``(max_loras, 1, output_slice, rank)`` per output slice, zeros in ``lora_dtype`` (``auto``: the
+    model's dtype) (vllm 0.32 ``vllm/lora/layers/base_linear.py``, ``column_parallel_linear.py``;
+    fused experts ``(max_loras, experts, rank, in)`` / ``(max_loras, experts, out, rank)``,
+    ``vllm/lora/layers/fused_moe.py``). A packed layer (``qkv_proj``) has one A per part and B
+    slices summing to its output, so each wrapped module costs ``rank x (in + out)`` elements per
+    adapter, as in PEFT: the learner's LoRA parameter count x ``max_loras`` x bytes (tensor
+    parallelism aside: the rollout engine runs on one GPU)."""
+    return lora_params * max_loras * dtype_bytes
+
+
 def vllm_memory(fig: ModelFigures, *, dtype_bytes: int, max_num_seqs: int, max_model_len: int,
-                tensor_parallel: int = 1, enforce_eager: bool = False) -> dict[str, float]:
-    """GiB per GPU a vLLM engine needs inside its share (module docstring)."""
+                tensor_parallel: int = 1, enforce_eager: bool = False, lora_bytes: float = 0.0) -> dict[str, float]:
+    """GiB per GPU a vLLM engine needs inside its share (module docstring); ``lora_bytes``: its LoRA
+    stacks (:func:`vllm_lora_bytes`; 0 for an engine serving no adapter)."""
     tokens = max_num_seqs * max_model_len
     act = VLLM_BATCHED_TOKENS * fig.widest_layer * 2 * 2 + max_num_seqs * fig.vocab_size * 4 * 2
     return {
@@ -138,6 +195,7 @@ def vllm_memory(fig: ModelFigures, *, dtype_bytes: int, max_num_seqs: int, max_m
         "linear state": _gib(max_num_seqs * fig.linear_state_per_seq * dtype_bytes) / tensor_parallel,
         "activations": _gib(act),
         "cuda graphs": 0.0 if enforce_eager else VLLM_GRAPH_GIB,
+        "lora buffers": _gib(lora_bytes),
         "cuda": CUDA_CONTEXT_GIB,
     }
 
@@ -222,8 +280,27 @@ def _bytes(dtype: str, fig: ModelFigures) -> int:
 class _Figures:
     """Model figures by name, looked up once; unknown models become errors."""
 
-    def __init__(self, errors: list[str], tiny=None):
+    def __init__(self, errors: list[str], tiny=None, warnings: list[str] | None = None):
         self.errors, self.cache, self.tiny = errors, {}, tiny
+        self.warnings = warnings if warnings is not None else []
+        self.lora_count: LoraCount | None = None
+
+    def lora(self, fig: ModelFigures, cfg: BrushRLConfig) -> LoraCount:
+        """The learner's LoRA count (:func:`learner_lora`), built once for the learner and the engine.
+        ``experts`` on a dense model becomes an error (and a zero count); the formula fallback with
+        ``experts`` a warning (the formula has no experts)."""
+        from brushrl.plan.lora import LoraTargetError
+
+        if self.lora_count is None:
+            try:
+                self.lora_count = learner_lora(fig, cfg)
+            except LoraTargetError as exc:
+                self.errors.append(str(exc))
+                self.lora_count = LoraCount(0, 0, "none")
+            if self.lora_count.source == "formula" and cfg.learner.lora.experts:
+                self.warnings.append(f"learner.lora.experts: no config to build {cfg.policy.model!r} from, so the "
+                                     f"LoRA count is the formula's, which leaves the routed experts out")
+        return self.lora_count
 
     def get(self, model: str, what: str) -> ModelFigures | None:
         if model not in self.cache:
@@ -249,19 +326,23 @@ def _gpu_actors(cfg: BrushRLConfig, figures: _Figures) -> list[_GpuActor]:
     if res.learner.num_gpus:
         fig = figures.get(_policy_model(cfg), "resources.learner")
         if fig:
+            lora = figures.lora(fig, cfg)
             workers = cfg.learner.workers
             for r in range(workers):  # one per DeepSpeed rank, each its own GPU (resources.learner is per worker)
                 out.append(_GpuActor("learner", res.learner, res.learner.num_gpus, Estimate(
-                    "learner" if workers == 1 else f"learner[{r}]", fig.name, learner_memory(fig, cfg),
-                    typed(res.learner), note=_note(fig))))
+                    "learner" if workers == 1 else f"learner[{r}]", fig.name, learner_memory(fig, cfg, lora=lora),
+                    typed(res.learner), note=_note(fig, lora))))
     if res.rollout.num_gpus and cfg.rollout.backend == "vllm":
         fig = figures.get(_policy_model(cfg), "resources.rollout")
         if fig:
-            parts = vllm_memory(fig, dtype_bytes=_bytes(cfg.policy.dtype, fig), max_num_seqs=cfg.rollout.max_num_seqs,
-                                max_model_len=cfg.rollout.max_model_len or fig.max_position_embeddings)
+            lora = figures.lora(fig, cfg)
+            dtype_bytes = _bytes(cfg.policy.dtype, fig)
+            parts = vllm_memory(fig, dtype_bytes=dtype_bytes, max_num_seqs=cfg.rollout.max_num_seqs,
+                                max_model_len=cfg.rollout.max_model_len or fig.max_position_embeddings,
+                                lora_bytes=vllm_lora_bytes(lora.params, dtype_bytes))
             share = cfg.rollout.gpu_memory_utilization * total[res.rollout.node]
             out.append(_GpuActor("rollout", res.rollout, res.rollout.num_gpus, Estimate(
-                "rollout", fig.name, parts, typed(res.rollout), share, _note(fig))))
+                "rollout", fig.name, parts, typed(res.rollout), share, _note(fig, lora))))
     elif res.rollout.num_gpus:
         fig = figures.get(_policy_model(cfg), "resources.rollout")
         if fig:
@@ -313,8 +394,12 @@ def _hpsv3_base(hcfg) -> str:
     return hpsv3_base(hcfg)
 
 
-def _note(fig: ModelFigures) -> str:
-    return f"{fig.num_parameters / 1e9:.2f} B params ({fig.parameters_source})"
+def _note(fig: ModelFigures, lora: LoraCount | None = None) -> str:
+    """How the figures were obtained: parameters and their source, the LoRA count and its source."""
+    note = f"{fig.num_parameters / 1e9:.2f} B params ({fig.parameters_source})"
+    if lora is not None:
+        note += f", LoRA {lora.params / 1e6:.1f} M ({lora.source})"
+    return note
 
 
 def _assign(row_free: list[float], ask: float, count: int) -> list[int] | None:
@@ -341,7 +426,7 @@ def build_memory_plan(cfg: BrushRLConfig) -> MemoryPlan:
     as Ray would, and check every GPU's memory. Never raises: problems are in ``errors``."""
     errors: list[str] = []
     warnings: list[str] = []
-    actors = _gpu_actors(cfg, _Figures(errors, cfg.policy.tiny))
+    actors = _gpu_actors(cfg, _Figures(errors, cfg.policy.tiny, warnings))
     rows: dict[str, list[GpuRow]] = {}
     free_share: dict[str, list[float]] = {}
     for name, kind in cfg.resources.nodes.items():
@@ -363,9 +448,10 @@ def build_memory_plan(cfg: BrushRLConfig) -> MemoryPlan:
             errors.append(f"resources.{a.field}.num_gpus={a.num_gpus:g}: {est.component} runs tensor parallel "
                           f"over {a.gpus_needed} GPUs and needs num_gpus={a.gpus_needed}")
             continue
+        if est.reserved_gib:
+            errors.extend(_utilization_problems(cfg, a))
         if est.reserved_gib and est.derived_gib > est.reserved_gib + 1e-9:
-            share_field = "rollout.gpu_memory_utilization" if a.field == "rollout" else \
-                "reward.judge.serve.gpu_memory_utilization"
+            share_field = _share_field(a)
             node_total = gpu_memory_gib(cfg, a.placement.node) or 0.0
             need = est.derived_gib / node_total if node_total else math.inf
             errors.append(
@@ -390,11 +476,62 @@ def build_memory_plan(cfg: BrushRLConfig) -> MemoryPlan:
                     f"{est.component} needs {est.used_gib:.1f} GiB ({_parts(est)}) but only {max(left, 0):.1f} "
                     f"GiB is left after {others} GiB: short by {est.used_gib - left:.1f} GiB")
             row.uses.append(GpuUse(est.component, per_gpu_share, est.used_gib))
-    return MemoryPlan([a.estimate for a in actors], [r for rs in rows.values() for r in rs], errors, warnings)
+    gpus = [r for rs in rows.values() for r in rs]
+    for row in gpus:
+        problem = headroom_problem(row, cfg.resources.gpu_memory_warn, cfg.resources.gpu_memory_refuse)
+        if problem:
+            (errors if problem[0] == "error" else warnings).append(problem[1])
+    return MemoryPlan([a.estimate for a in actors], gpus, errors, warnings)
+
+
+def _share_field(a: _GpuActor) -> str:
+    """The config field of a vLLM actor's ``gpu_memory_utilization``."""
+    return "rollout.gpu_memory_utilization" if a.field == "rollout" else "reward.judge.serve.gpu_memory_utilization"
+
+
+def _utilization_problems(cfg: BrushRLConfig, a: _GpuActor) -> list[str]:
+    """An error when a vLLM actor's ``gpu_memory_utilization`` alone is over
+    ``resources.gpu_memory_refuse``: vLLM takes that share whatever it needs (module docstring), so
+    the GPU is over the refuse fraction however little else it holds."""
+    field_name = _share_field(a)
+    util = cfg.rollout.gpu_memory_utilization if a.field == "rollout" else cfg.reward.judge.serve.gpu_memory_utilization
+    refuse = cfg.resources.gpu_memory_refuse
+    if util <= refuse + _EPS:
+        return []
+    return [f"{field_name}={util:g}: {a.estimate.component}'s vLLM share alone is over resources.gpu_memory_refuse "
+            f"{refuse:g} of its GPU, leaving no room for what the plan does not count (allocator fragmentation, "
+            f"NCCL buffers); set {field_name} <= {refuse:g} (vLLM's own default: 0.9, 0.92 in vllm 0.32)"]
+
+
+def headroom_problem(row: GpuRow, warn: float, refuse: float) -> tuple[str, str] | None:
+    """``("error", message)`` when ``row`` is planned above ``refuse`` of its memory, ``("warning",
+    message)`` above ``warn``, else None (``resources.gpu_memory_refuse`` / ``gpu_memory_warn``; the
+    reasons in their docstrings). A GPU over its whole memory is left to the over-subscription error."""
+    if not row.uses or not row.total_gib or row.used_gib > row.total_gib + _EPS:
+        return None
+    frac = row.used_gib / row.total_gib
+    if frac > refuse + _EPS:
+        level, limit, name = "error", refuse, "gpu_memory_refuse"
+    elif frac > warn + _EPS:
+        level, limit, name = "warning", warn, "gpu_memory_warn"
+    else:
+        return None
+    uses = " + ".join(f"{u.component} {u.gib:.1f}" for u in row.uses)
+    return level, (
+        f"GPU {row.label} ({row.gpu_type or 'GPU'}, {row.total_gib:.1f} GiB) planned at {row.used_gib:.1f} GiB "
+        f"({uses}) = {frac:.3f} of its memory, over resources.{name} {limit:g} ({limit * row.total_gib:.1f} GiB): "
+        f"the caching allocator's fragmentation and NCCL buffers are not in the estimate; move an actor to another "
+        f"GPU or shrink it (micro_batch_size, max_num_seqs, max_model_len, gpu_memory_utilization)")
+
+
+def format_parts(parts: dict[str, float]) -> list[str]:
+    """``name GiB`` of each non-zero part: one decimal, two below 0.05 GiB (so small parts, LoRA
+    gradients or vLLM's LoRA stacks, show rather than vanish)."""
+    return [f"{k} {v:.1f}" if v >= 0.05 else f"{k} {v:.2f}" for k, v in parts.items() if v >= 0.005]
 
 
 def _parts(est: Estimate) -> str:
-    parts = [f"{k} {v:.1f}" for k, v in est.parts.items() if v >= 0.05]
+    parts = format_parts(est.parts)
     if est.reserved_gib:
         parts.append(f"vLLM share {est.reserved_gib:.1f}")
     if est.typed_gib:

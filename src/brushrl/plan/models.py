@@ -89,9 +89,10 @@ class ModelFigures:
             layers (Gated DeltaNet: value heads x key dim x value dim, plus the conv state).
         widest_layer: the widest per-token activation of one layer (elements), for activation peaks.
         fp8_linear_parameters: parameters stored as FP8 in the checkpoint (an ``-FP8`` release).
-        lora_linears: the ``nn.Linear`` layers PEFT ``all-linear`` adapts (routed experts are fused
-            3-D parameters in transformers 5, not ``nn.Linear``, so they stay frozen, as in the HF
-            reproduction's ~30.4 M trainable parameters at r 16).
+        lora_linears: the ``nn.Linear`` layers of PEFT's ``all-linear`` by formula, router, shared
+            expert and vision tower included (29.9 M at r 16 for Qwen3.5-35B-A3B). Only the memory
+            plan's fallback where no config can be built: the learner's own rule keeps those frozen
+            and is counted on the module tree (``brushrl.plan.lora``: 16.3 M).
     """
 
     name: str
@@ -122,7 +123,8 @@ class ModelFigures:
         return (self.num_parameters - fp8) * dtype_bytes + fp8
 
     def lora_parameters(self, rank: int) -> int:
-        """Trainable parameters of a rank-``rank`` LoRA on :attr:`lora_linears`."""
+        """Trainable parameters of a rank-``rank`` LoRA on :attr:`lora_linears` (the formula fallback;
+        ``brushrl.plan.lora`` counts what the learner trains)."""
         return sum(rank * (lin.fan_in + lin.fan_out) * lin.count for lin in self.lora_linears)
 
 

@@ -4,12 +4,14 @@ The model and its assumptions are written up in docs/plan.md. In short, with
 ``R = groups_per_step * G * static_pass`` renders a step, ``n`` renderers placed and ``c`` concurrent
 renders (``ResourcePlan.concurrent_renders``, at most ``n``):
 
-* ``sync`` (today's trainer: generate, then render, then score, then learn; staleness 0)::
+* ``sync`` (the trainer with ``orchestrator.max_staleness: 0``: generate, then render, then score,
+  then learn)::
 
       render phase = ceil(R / n) * render_s * max(1, n / c)
       step_s       = gen_s + render phase + R * score_s + learn_s
 
-* ``async`` (a pipelined trainer: renders and scoring overlap generation and learning)::
+* ``async`` (``max_staleness >= 1``, the shipped GPU configs: renders and scoring overlap
+  generation and learning)::
 
       step_s = max(gen_s + learn_s, R * render_s / c, R * score_s)
 
@@ -30,6 +32,12 @@ from brushrl.config import BrushRLConfig, StageEstimates
 from brushrl.plan.resources import ResourcePlan
 
 Mode = Literal["sync", "async"]
+
+
+def default_mode(cfg: BrushRLConfig) -> Mode:
+    """The pipeline the trainer runs for ``cfg``: ``async`` when ``orchestrator.max_staleness >= 1``
+    (producers sample the next groups while the learner steps, docs/async.md), else ``sync``."""
+    return "async" if cfg.orchestrator.max_staleness >= 1 else "sync"
 
 
 @dataclass
