@@ -148,6 +148,11 @@ def test_gpu_smoke_folds_the_h200_placement_onto_one_gpu(tmp_path):
     judge_spec = importlib.util.spec_from_file_location("make_tiny_judge_vlm", ROOT / "scripts/make_tiny_judge_vlm.py")
     make_judge = importlib.util.module_from_spec(judge_spec)
     judge_spec.loader.exec_module(make_judge)
+    # The HPSv3 stand-in's base (reward.hpsv3.base_model: hps/base), whose architecture the plan reads:
+    # a twin of HPSv3's real base, Qwen2-VL-7B-Instruct (the plan needs its config.json, not the reward head).
+    from brushrl.hub.twins import build_twin
+
+    build_twin("Qwen/Qwen2-VL-7B-Instruct", tmp_path / "hps" / "base")
     stand = StandIns(VLLM_PYTHON, HPSV3_PYTHON, make_judge.build(tmp_path / "judge"), tmp_path / "hps",
                      tmp_path / "work", tmp_path / "sft")
     cfg = load_config(ROOT / "configs/h200.yaml")
