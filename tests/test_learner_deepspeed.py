@@ -37,8 +37,15 @@ from test_learner import TrainSample, lora_and_base, random_ids, tiny_model, tin
 
 #: |loss(2 workers) - loss(1 worker)| after one step; also resumed vs uninterrupted. Measured 2.2e-8.
 LOSS_TOL = 1e-6
-#: max |LoRA weight difference| after one step, 2% of lr 1e-3. Measured 8.0e-6 (ZeRO-2), 1.6e-6 (ZeRO-3).
+#: max |LoRA weight difference| after one step, 2% of lr 1e-3, where Adam's first step is well
+#: conditioned. Measured 8.0e-6 (ZeRO-2), 1.6e-6 (ZeRO-3) until 2026-12; then 2.5e-5 on one element of
+#: ZeRO-2 (the same code at the landed commit, so the installed packages' reduction order): an element
+#: whose gradient is ~eps. Adam's first update is lr g / (|g| + eps) (eps 1e-8), so where |g| is near eps
+#: the update is unsaturated and a fp32 summation difference of a near-cancelling gradient moves it by a
+#: large fraction (measured: single -2.09e-4, ZeRO-2 -1.85e-4, i.e. |g| ~ 0.2 eps). Such elements
+#: (single-learner update below half of lr) are held to the same sign and ILL_TOL instead.
 WEIGHT_TOL = 2e-5
+ILL_TOL = 1e-4
 
 LEARNER = {"lr": 1e-3, "warmup_steps": 0, "micro_batch_size": 2}
 
@@ -216,6 +223,24 @@ def _compare(state: dict, lora: dict) -> float:
     return max(float((state[k] - by_key[k]).abs().max()) for k in state)
 
 
+def _compare_step(state: dict, after: dict, before: dict, lr: float) -> tuple[float, float]:
+    """max |difference| between an adapter state and the single learner's weights after one step,
+    over the well-conditioned elements (single update >= lr / 2) and over the rest, whose updates
+    must also have the single learner's sign (``WEIGHT_TOL``'s comment)."""
+    after = {k.replace(".default", ""): v for k, v in after.items()}
+    before = {k.replace(".default", ""): v for k, v in before.items()}
+    assert set(after) == set(state)
+    well = ill = 0.0
+    for k in state:
+        single, mine = after[k] - before[k], state[k] - before[k]
+        diff, ok = (mine - single).abs(), single.abs() >= lr / 2
+        well = max(well, float(diff[ok].max()) if ok.any() else 0.0)
+        if (~ok).any():
+            assert bool((torch.sign(mine[~ok]) == torch.sign(single[~ok])).all()), k
+            ill = max(ill, float(diff[~ok].max()))
+    return well, ill
+
+
 @pytest.mark.parametrize("stage", [2, 3])
 def test_two_workers_take_the_single_learners_step(ray_cluster, reference, stage, tmp_path):
     """Same batch, same seed: ZeRO over 2 gloo workers gives the single learner's loss and update.
@@ -233,7 +258,8 @@ def test_two_workers_take_the_single_learners_step(ray_cluster, reference, stage
     assert metrics["n_samples"] == single["n_samples"] == 5 and metrics["policy_version"] == 1
     assert metrics["loss"] == pytest.approx(single["loss"], abs=LOSS_TOL)
     assert metrics["grad_norm"] == pytest.approx(single["grad_norm"], rel=1e-5)
-    assert _compare(_lora(ray, group), after) <= WEIGHT_TOL
+    well, ill = _compare_step(_lora(ray, group), after, before, LEARNER["lr"])
+    assert well <= WEIGHT_TOL and ill <= ILL_TOL, (well, ill)
     if stage != 3:
         ray.kill(group)
         del group  # its placement group goes with the handle (brushrl.learner.group.make_learner_group)
