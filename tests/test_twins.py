@@ -36,9 +36,9 @@ from transformers import AutoConfig
 from brushrl.config import LearnerConfig
 from brushrl.hub.twins import build_twin, main, shipped_config, shipped_models, shrink_sections
 from brushrl.learner.grpo import GRPOLearner
-from brushrl.learner.moe import language_model_linears, lora_targets
-from brushrl.policy.model import load_pretrained, policy_class
-from brushrl.rollout.vllm_lora import policy_lora_suffixes, trained_module_names, vllm_target_modules
+from brushrl.learner.moe import language_model_linears, lora_targets, trained_module_names
+from brushrl.policy.model import load_pretrained, meta_model, policy_class
+from brushrl.rollout.vllm_lora import policy_lora_suffixes, vllm_target_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
@@ -55,13 +55,6 @@ def twins(tmp_path_factory) -> dict[str, Path]:
     out = {m: build_twin(m, root / m.replace("/", "--"), seed=0) for m in shipped_models() if m != POLICY}
     main([POLICY, str(root / "policy")])  # the CLI, seed 0
     return {**out, POLICY: root / "policy"}
-
-
-def _meta_model(config):
-    """The model ``brushrl.policy.model.load_pretrained`` would load for ``config``, on the meta device."""
-    cls = policy_class(config)
-    with torch.device("meta"):
-        return cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
 
 
 def _shapes_free(names) -> set[str]:
@@ -110,7 +103,7 @@ def test_a_twin_has_the_real_models_type_class_layers_and_module_names(twins, mo
         e, h, i = tt.num_experts, tt.hidden_size, tt.moe_intermediate_size
         assert stored == {"model.language_model.layers.0.mlp.experts.gate_up_proj": (e, h, 2 * i),
                           "model.language_model.layers.0.mlp.experts.down_proj": (e, i, h)}
-    real_names = _shapes_free(n for n, _ in _meta_model(real).named_modules())
+    real_names = _shapes_free(n for n, _ in meta_model(real).named_modules())
     assert _shapes_free(n for n, _ in loaded.named_modules()) == real_names
     if model_id == POLICY:
         assert {"model.language_model.layers.N.linear_attn.in_proj_qkv", "model.language_model.layers.N.self_attn.q_proj",
@@ -122,7 +115,7 @@ def test_lora_targets_are_the_language_models_linears_only(twins):
     never the vision tower, merger, router, experts or shared expert; a dense text LM keeps PEFT's rule."""
     for model_id, expect in [(POLICY, QWEN35_LORA), ("Qwen/Qwen3-VL-30B-A3B-Instruct", {"q_proj", "k_proj", "v_proj", "o_proj"}),
                              ("Qwen/Qwen2-VL-7B-Instruct", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})]:
-        model = _meta_model(AutoConfig.from_pretrained(twins[model_id]))
+        model = meta_model(AutoConfig.from_pretrained(twins[model_id]))
         names = trained_module_names(model, "all-linear", False)
         assert names == language_model_linears(model)
         assert all(n.startswith("model.language_model.layers.") and ".mlp.shared_expert" not in n

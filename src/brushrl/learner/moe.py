@@ -118,3 +118,23 @@ def lora_targets(model: nn.Module, target_modules: str | list[str], experts: boo
     if linear == peft_all and not _moe_blocks(model):  # on a MoE, PEFT's "all-linear" adds the experts too
         return target_modules, params
     return "^(" + "|".join(re.escape(n) for n in linear) + ")$", params
+
+
+def trained_module_names(model: nn.Module, target_modules: str | list[str], experts: bool) -> list[str]:
+    """Full names of the modules a PEFT LoRA built as ``GRPOLearner`` builds it adapts
+    (:func:`lora_targets`, resolved on ``model``; works on a meta-device model).
+
+    ``"all-linear"`` that ``lora_targets`` keeps means PEFT's own rule: every ``nn.Linear`` but the
+    output head; a regex is matched in full against module names (PEFT's rule for a string); a list
+    names module-name suffixes. Routed experts (``experts``) add the ``*Experts`` modules.
+    """
+    targets, params = lora_targets(model, target_modules, experts)
+    head = model.get_output_embeddings()
+    if targets == "all-linear":
+        names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and m is not head]
+    elif isinstance(targets, str):
+        names = [n for n, _ in model.named_modules() if re.fullmatch(targets, n)]
+    else:
+        names = [n for n, _ in model.named_modules() if n.rsplit(".", 1)[-1] in targets]
+    names += sorted({p.rsplit(".", 1)[0] for p in params or []})
+    return names

@@ -3,8 +3,8 @@
 The policy's architecture is built on the meta device (no weights, no memory) from its
 ``config.json`` (a local folder's own, or the shipped one of a hub id: ``brushrl.hub.shipped``)
 through the class the learner loads (``brushrl.policy.model.policy_class``); the adapted modules are
-resolved by the learner's own rule (``brushrl.rollout.vllm_lora.trained_module_names``, which calls
-``brushrl.learner.moe.lora_targets``), and each adds what PEFT gives it:
+resolved by the learner's own rule (``brushrl.learner.moe.trained_module_names``, which calls
+``lora_targets``), and each adds what PEFT gives it:
 
 * an ``nn.Linear`` of ``in -> out``: ``r x (in + out)`` (PEFT ``lora.Linear``: ``lora_A`` in -> r,
   ``lora_B`` r -> out);
@@ -67,17 +67,6 @@ def policy_config(model: str, tiny_cfg: dict | None = None):
     return AutoConfig.for_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
 
 
-def meta_policy(config):
-    """The policy class (``brushrl.policy.model.policy_class``) built from ``config`` on the meta device."""
-    import torch
-
-    from brushrl.policy.model import policy_class
-
-    cls = policy_class(config)
-    with torch.device("meta"):
-        return cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
-
-
 def count_lora(model, r: int, target_modules: str | list[str], experts: bool) -> tuple[int, int]:
     """(parameters, modules) of a rank-``r`` LoRA built as ``GRPOLearner`` builds it on ``model``
     (module docstring); works on a meta-device model.
@@ -87,7 +76,7 @@ def count_lora(model, r: int, target_modules: str | list[str], experts: bool) ->
     """
     from torch import nn
 
-    from brushrl.rollout.vllm_lora import trained_module_names
+    from brushrl.learner.moe import trained_module_names
 
     modules = dict(model.named_modules())
     total, n = 0, 0
@@ -117,6 +106,8 @@ def policy_lora(model: str, r: int, target_modules: str | list[str], experts: bo
         ValueError: transformers cannot build the config (the caller falls back to the formula).
         LoraTargetError: ``experts`` on a dense model.
     """
-    params, modules = count_lora(meta_policy(policy_config(model, tiny_cfg)), r, target_modules, experts)
+    from brushrl.policy.model import meta_model
+
+    params, modules = count_lora(meta_model(policy_config(model, tiny_cfg)), r, target_modules, experts)
     return LoraCount(params, modules, "module tree")
 

@@ -128,6 +128,14 @@ def policy_class(config):
     return AutoModelForImageTextToText if is_vision_language(config) else AutoModelForCausalLM
 
 
+def meta_model(config) -> PreTrainedModel:
+    """The model :func:`load_pretrained` would load for ``config`` (:func:`policy_class`), built on the
+    meta device: the module tree without weights or memory (LoRA targets, parameter counts)."""
+    cls = policy_class(config)
+    with torch.device("meta"):
+        return cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
+
+
 def is_vision_language(config) -> bool:
     """Whether a checkpoint's configuration (``AutoConfig``) is an image-text-to-text model that
     ``AutoModelForCausalLM`` cannot load (in ``AutoModelForImageTextToText``'s mapping, not the

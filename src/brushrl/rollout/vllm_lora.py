@@ -16,32 +16,6 @@ through it.
 
 from __future__ import annotations
 
-import re
-
-from torch import nn
-
-
-def trained_module_names(model: nn.Module, target_modules: str | list[str], experts: bool) -> list[str]:
-    """Full names of the modules a PEFT LoRA built as ``GRPOLearner`` builds it adapts
-    (:func:`brushrl.learner.moe.lora_targets`, resolved on ``model``; works on a meta-device model).
-
-    ``"all-linear"`` that ``lora_targets`` keeps means PEFT's own rule: every ``nn.Linear`` but the
-    output head; a regex is matched in full against module names (PEFT's rule for a string); a list
-    names module-name suffixes. Routed experts (``experts``) add the ``*Experts`` modules.
-    """
-    from brushrl.learner.moe import lora_targets
-
-    targets, params = lora_targets(model, target_modules, experts)
-    head = model.get_output_embeddings()
-    if targets == "all-linear":
-        names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and m is not head]
-    elif isinstance(targets, str):
-        names = [n for n, _ in model.named_modules() if re.fullmatch(targets, n)]
-    else:
-        names = [n for n, _ in model.named_modules() if n.rsplit(".", 1)[-1] in targets]
-    names += sorted({p.rsplit(".", 1)[0] for p in params or []})
-    return names
-
 
 def vllm_target_modules(suffixes: set[str] | list[str], packed_modules_mapping: dict[str, list[str]]) -> list[str]:
     """vLLM module suffixes for ``LoRAConfig.target_modules`` that cover the transformers module
@@ -56,20 +30,17 @@ def vllm_target_modules(suffixes: set[str] | list[str], packed_modules_mapping: 
 def policy_lora_suffixes(model_path: str, target_modules: str | list[str], experts: bool) -> set[str]:
     """Module-name suffixes the learner's adapter of checkpoint ``model_path`` holds: the class
     ``brushrl.policy.model.load_pretrained`` loads, built on the meta device (no weights read), and
-    :func:`trained_module_names`.
+    :func:`brushrl.learner.moe.trained_module_names`.
 
     Raises:
         OSError: no ``config.json`` at ``model_path``.
     """
-    import torch
     from transformers import AutoConfig
 
-    from brushrl.policy.model import policy_class
+    from brushrl.learner.moe import trained_module_names
+    from brushrl.policy.model import meta_model
 
-    config = AutoConfig.from_pretrained(model_path)
-    cls = policy_class(config)
-    with torch.device("meta"):
-        model = cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
+    model = meta_model(AutoConfig.from_pretrained(model_path))
     return {n.rsplit(".", 1)[-1] for n in trained_module_names(model, target_modules, experts)}
 
 
