@@ -53,6 +53,7 @@ import math
 from dataclasses import dataclass, field
 
 from brushrl.config import ActorPlacement, BrushRLConfig
+from brushrl.hub.weights import hpsv3_base
 from brushrl.plan.lora import LoraCount
 from brushrl.plan.models import DTYPE_BYTES, ModelFigures, UnknownModel, figures_from_config, model_figures, tiny_config
 
@@ -366,7 +367,7 @@ def _gpu_actors(cfg: BrushRLConfig, figures: _Figures) -> list[_GpuActor]:
                     f"judge[{i}]", fig.name, parts, typed(res.judge), share, _note(fig)),
                     gpus_needed=serve.tensor_parallel_size))
     if "hpsv3" in rew.scorers and res.hpsv3.num_gpus:
-        fig = figures.get(_hpsv3_base(rew.hpsv3),
+        fig = figures.get(hpsv3_base(rew.hpsv3),  # reward.hpsv3.base_model, else its YAML's
                           "resources.hpsv3")
         if fig:
             parts = inference_memory(fig, dtype_bytes=2, batch=rew.hpsv3.batch_size, seq=HPSV3_TOKENS)
@@ -385,13 +386,6 @@ def _gpu_actors(cfg: BrushRLConfig, figures: _Figures) -> list[_GpuActor]:
 def _policy_model(cfg: BrushRLConfig) -> str:
     return cfg.policy.model
 
-
-def _hpsv3_base(hcfg) -> str:
-    """The base VLM whose figures HPSv3 has (``reward.hpsv3.base_model``, else its YAML's
-    ``model_name_or_path``; ``brushrl.hub.weights.hpsv3_base``)."""
-    from brushrl.hub.weights import hpsv3_base
-
-    return hpsv3_base(hcfg)
 
 
 def _note(fig: ModelFigures, lora: LoraCount | None = None) -> str:
