@@ -72,9 +72,9 @@ class PoolSubjects:
         self.copy_min_corr = copy_min_corr
         self._guard = PoolSimilarityScorer(entries, tier_values, copy_min_corr)
         refs: dict[str, list[tuple[float, ImageFeatures]]] = {}
-        for e in entries:
-            if e.tier in tier_values and e.prompt:
-                refs.setdefault(subject_key(e.prompt), []).append((tier_values[e.tier], image_features(e.path.read_bytes())))
+        for e in self._guard.entries:  # the scored tiers' references, their features cached by the scorer
+            if e.prompt:
+                refs.setdefault(subject_key(e.prompt), []).append((tier_values[e.tier], self._guard.reference_features(e.id)))
         if not refs:
             raise ValueError("no pool reference of a scored tier has a subject")
         self.refs = refs

@@ -265,6 +265,14 @@ class PoolSimilarityScorer:
         thumbs = [t for t in (grey_thumbnail(e.path.read_bytes()) for e in entries) if t.std() > 1e-9]
         self._thumbs = thumbs + [np.fliplr(t) for t in thumbs]  # a mirrored copy is a copy too; flat ones match nothing
 
+    def reference_features(self, ref_id: str) -> ImageFeatures:
+        """The cached features of scored pool image ``ref_id``.
+
+        Raises:
+            KeyError: ``ref_id`` is not in the pool, or its tier is not scored.
+        """
+        return self._refs[ref_id][1]
+
     def subject_references(self, prompt: str) -> list[str]:
         """Ids of the scored pool images whose subject (``PoolEntry.prompt``, e.g. ``a coral poppy``)
         is the longest one found as a phrase in ``prompt`` (case and full stops ignored); [] if none."""
