@@ -178,9 +178,15 @@ def test_blank_sketch_is_ok_with_no_paint(renderer):
 
 
 def test_looping_sketch_is_stopped_after_its_first_frame(renderer):
+    # p5 2.3 defers the first frame to requestAnimationFrame when setup ended less than a frame
+    # interval before; that callback has no library frame on its stack, so the harness once refused
+    # it as the sketch's call (forbidden p5._draw, a timeout) in about half the renders of this
+    # sketch (CI, stop 28). The harness makes the first frame due at once: every render draws it.
     code = "function setup() { createCanvas(600, 600, WEBGL); }\nfunction draw() { background(frameCount * 40, 0, 0); }"
-    res = ok(renderer.render(code, 0, SIZE, 30, 1))
-    assert rgb_at_centre(res.png) == (40, 0, 0)  # frame 1 exactly
+    for _ in range(4):
+        res = ok(renderer.render(code, 0, SIZE, 30, 1))
+        assert res.forbidden == {}
+        assert rgb_at_centre(res.png) == (40, 0, 0)  # frame 1 exactly
 
 
 def test_runaway_sketch_times_out_and_the_renderer_recovers(renderer):

@@ -409,7 +409,14 @@
       // (p5.brush composites at postsetup / postdraw).
       gate.vetted(registerAddon, p5Ref, [(p5, fn, lifecycles) => {
         lifecycles.presetup = function () { instance = this; wrapP5(this); };
-        lifecycles.postsetup = function () { if (typeof G.draw !== 'function') finish(); };
+        lifecycles.postsetup = function () {
+          if (typeof G.draw !== 'function') { finish(); return; }
+          // p5 2.3's first _draw (called by its own start-up) skips drawing when less than a frame
+          // interval has passed since setup and leaves the frame to requestAnimationFrame, whose
+          // callback has no library frame on the stack and so looks like the sketch's call: make
+          // the first frame due now, so it is always drawn on p5's own stack.
+          this._lastTargetFrameTime = -Infinity;
+        };
         lifecycles.postdraw = function () {
           if (gate.vetted(this.isLooping, this, [])) gate.vetted(this.noLoop, this, []);
           frames += 1; finish();
