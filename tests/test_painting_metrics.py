@@ -161,3 +161,51 @@ def test_report_only_rebuilds_an_old_eval_json_with_the_new_fields(tmp_path, ent
     assert new["wall_s"] == 12.0 and "from fewer failures" in printed.getvalue()
     page = (tmp_path / "eval.html").read_text()
     assert "subject fidelity" in page and "from better paintings" in page
+
+
+def test_step_measures_of_a_good_and_a_collapsed_step(pool, moved, entries):
+    from brushrl.reward.painting_metrics import STEP_KEYS, step_measures
+
+    # a good step: two groups of the moved references, each painting its own subject
+    good = [Painting(p.subject, p.png, f"g{i % 2}") for i, p in enumerate(moved[:8])]
+    m = step_measures(pool, good)
+    assert set(m) == set(STEP_KEYS) and m["paint/measured"] == 8
+    assert m["paint/subject_fidelity"] >= 0.75 and m["paint/copies"] == 0 and m["paint/diversity"] > 0.1
+    # collapsed: every painting of both groups is one image, labelled with the groups' own subjects
+    one = moved[0].png
+    collapsed = step_measures(pool, [Painting(p.subject, one, p.prompt) for p in good])
+    assert collapsed["paint/diversity"] == 0.0 and collapsed["paint/subject_fidelity"] <= 2 / 8
+    # a copy of a reference is flagged; nothing measurable is None, never 0
+    copy = step_measures(pool, [Painting(entries[0].prompt, entries[0].path.read_bytes(), "c")])
+    assert copy["paint/copies"] == 1 and copy["paint/copy_distance_min"] == pytest.approx(0.0, abs=1e-9) and copy["paint/diversity"] is None
+    empty = step_measures(pool, [])
+    assert empty == {"paint/measured": 0, "paint/subject_fidelity": None, "paint/diversity": None,
+                     "paint/copies": 0, "paint/copy_distance_min": None}
+    unknown = step_measures(pool, [Painting("a blue whale", moved[0].png, "u")])
+    assert unknown["paint/subject_fidelity"] is None and unknown["paint/measured"] == 1
+
+
+def test_step_paintings_measure_passing_last_turns_and_say_when_off(tmp_path, moved):
+    from brushrl.orchestrator.writer import StepPaintings
+    from brushrl.prompts import user_prompt
+    from brushrl.types import Completion, GateVerdict, RenderResult, Sample, Trajectory
+
+    cfg = load_config(ROOT / "configs/local.yaml", {})
+
+    def sample(p: Painting, group: int, passed: bool = True) -> Sample:
+        prompt = user_prompt(p.subject, cfg.prompts.template)
+        return Sample(Completion(prompt, "", [], [], [], policy_version=0), "", 0, group, 1,
+                      GateVerdict("pass" if passed else "blank_canvas"),
+                      RenderResult(status="ok", png=p.png, paint_fraction=0.1, wall_s=1.0, draw_s=1.0))
+
+    monitor = StepPaintings(cfg)
+    assert monitor.off is None
+    a, b, c = (sample(p, 0) for p in moved[:3])
+    failed = sample(moved[3], 0, passed=False)
+    first, last = sample(moved[4], 1), sample(moved[5], 1)
+    traj = Trajectory(member=0, turns=[first, last])
+    m = monitor.measures([(a, 0, "accepted", None), (b, 1, "accepted", None), (c, 2, "accepted", None),
+                          (failed, 3, "accepted", None), (first, 0, "accepted", traj), (last, 0, "accepted", traj)])
+    assert m["paint/measured"] == 4 and m["time/paint_s"] > 0  # the failed one and the first turn are not
+    off = StepPaintings(load_config(ROOT / "configs/local.yaml", {"reward.pool.path": str(tmp_path / "nowhere")}))
+    assert off.pool is None and "nowhere" in off.off and off.measures([(a, 0, "accepted", None)]) == {}

@@ -93,6 +93,12 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert all("gate/pass_rate" in m and "time/step_s" in m for m in metrics)
+    # what the passing paintings look like, measured every step against the pool (issue 24)
+    assert "[brushrl] paint/* measures against 16 pool subjects" in log.getvalue()
+    passing = rows[rows.gate_verdict == "pass"].groupby("step").size()
+    assert [m["paint/measured"] for m in metrics] == [int(passing.get(m["step"], 0)) for m in metrics]
+    assert all(m["paint/copies"] >= 0 and m["time/paint_s"] >= 0 for m in metrics)
+    assert all((m["paint/subject_fidelity"] is None) == (m["paint/measured"] == 0) for m in metrics)
     assert (run / "checkpoints" / "step_0002" / "adapter_model.safetensors").exists()
     html = gallery.read_text()
     assert "step 2" in html and "reward_curve.svg" in html and (run / "reward_curve.svg").exists()

@@ -239,7 +239,8 @@ def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, 
     head = "".join(
         f"<tr><td>{m['step']}</td><td>{_num(m.get('reward/mean'), 3)}</td>"
         f"<td>{_num(m.get('gate/pass_rate'), 2)}</td><td>{m.get('samples/none', '')}</td>"
-        f"<td>{_num(m.get('time/step_s'), 1)}</td></tr>"
+        f"<td>{_num(m.get('paint/subject_fidelity'), 2)}</td><td>{_num(m.get('paint/diversity'), 3)}</td>"
+        f"<td>{m.get('paint/copies', '')}</td><td>{_num(m.get('time/step_s'), 1)}</td></tr>"
         for m in metrics[-10:][::-1]
     )
     sections = []
@@ -277,7 +278,10 @@ def write_gallery(root: Path, rows: list[dict], metrics: list[dict], name: str, 
         f'{time.strftime("%Y-%m-%d %H:%M:%S")}{" · reloads every " + str(max(int(refresh_s), 1)) + " s" if running else ""}</div>'
         f'<div class="charts"><img src="reward_curve.svg{version}" alt="reward curves per component">'
         f'<img src="gate_mix.svg{version}" alt="gate verdict mix by step"></div>'
-        f'<table class="m"><tr><th>step</th><th>reward</th><th>gate pass</th><th>None</th><th>s/step</th></tr>{head}</table>'
+        f'<table class="m"><tr><th>step</th><th>reward</th><th>gate pass</th><th>None</th>'
+        f'<th title="share of passing paintings attributed to their own pool subject (docs/metrics.md)">subject</th>'
+        f'<th title="mean within-group diversity of passing paintings, 0-1">diversity</th>'
+        f'<th title="passing paintings flagged as pool copies">copies</th><th>s/step</th></tr>{head}</table>'
         f"<nav>steps: {nav}</nav>"
         f"{''.join(sections)}</body></html>"
     )

@@ -174,6 +174,14 @@ class PipelineMetrics:
             "sync/engine_shift": KeptGauge("brushrl_sync_engine_shift",
                                            "Rollout engine's mean |log-prob - base| on the sync probe, nats/token"),
         }
+        #: what the step's passing paintings look like (brushrl.reward.painting_metrics), by metrics.jsonl key
+        self.paint = {
+            "paint/subject_fidelity": KeptGauge("brushrl_paint_subject_fidelity",
+                                                "Share of the last step's passing paintings attributed to their own pool subject"),
+            "paint/diversity": KeptGauge("brushrl_paint_diversity",
+                                         "Mean within-group diversity of the last step's passing paintings, 0-1"),
+            "paint/copies": KeptGauge("brushrl_paint_copies", "Passing paintings of the last step flagged as pool copies"),
+        }
         # Measured with Ray 2.60: one gauge that was declared but never set made the node's exporter
         # drop *every* gauge (counters still came through), so each gauge starts at 0.
         for state in LEDGER_STATES:
@@ -183,7 +191,7 @@ class PipelineMetrics:
             gauge.set(0, tags={"turn": "1"})
         for gauge in (self.inflight, self.renderers, self.render_cache, self.gate_pass, self.staleness,
                       self.step_s, self.update_s, self.idle, self.sync_s, self.version, self.improved, self.critic_s,
-                      *self.sync.values()):
+                      *self.sync.values(), *self.paint.values()):
             gauge.set(0)
 
     def render_queue(self, queued: int, in_flight: int) -> None:
@@ -253,4 +261,7 @@ class PipelineMetrics:
             self.critic_s.set(record["time/critic_s"])
         for key, gauge in self.sync.items():  # absent: a skipped step (no sync) or the canary disabled
             if key in record:
+                gauge.set(record[key])
+        for key, gauge in self.paint.items():  # None: nothing measurable this step; the gauge keeps its value
+            if record.get(key) is not None:
                 gauge.set(record[key])

@@ -45,7 +45,7 @@ from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.state import TrainerState
 from brushrl.orchestrator.stop import GracefulStop
 from brushrl.orchestrator.sync_check import Probe, SyncCheck
-from brushrl.orchestrator.writer import StepWriter, write_run_gallery
+from brushrl.orchestrator.writer import StepPaintings, StepWriter, write_run_gallery
 from brushrl.pool import ReferencePool
 from brushrl.prompts import resolve_system_prompt
 from brushrl.ray_setup import init_ray
@@ -186,7 +186,12 @@ class Trainer:
                   f"{cfg.rollout.groups_per_step} group(s)/step, max_staleness "
                   f"{cfg.orchestrator.max_staleness}, steps {first_step}..{cfg.run.steps}"
                   + (f", {cfg.rollout.turns} turns ({cfg.reward.critic.kind} critic)" if cfg.rollout.turns > 1 else ""))
-        return StepWriter(cfg, self.run_dir, self.state, metrics, StepLine(cfg.run.steps, self.log, first_step))
+        paintings = StepPaintings(cfg)
+        self._say(f"[brushrl] paint/* measures off: {paintings.off}" if paintings.off else
+                  f"[brushrl] paint/* measures against {len(paintings.pool.subjects)} pool subjects "
+                  f"(subject fidelity by chance {1 / len(paintings.pool.subjects):.3f})")
+        return StepWriter(cfg, self.run_dir, self.state, metrics, StepLine(cfg.run.steps, self.log, first_step),
+                          paintings)
 
     async def _loop(self, pipe: Pipeline, producer: GroupProducer, ledger: GroupLedger, writer: StepWriter,
                     first_step: int) -> None:

@@ -1,8 +1,11 @@
 """Everything one learner step leaves behind, written in order, one step at a time: PNGs,
-``rollouts.parquet`` rows, the ``metrics.jsonl`` line, the Ray metrics, the progress line, the
-gallery and, when due, the checkpoint (``brushrl.artifacts.run_dir`` for the files)."""
+``rollouts.parquet`` rows, the ``metrics.jsonl`` line (with the step's ``paint/*`` measures), the
+Ray metrics, the progress line, the gallery and, when due, the checkpoint
+(``brushrl.artifacts.run_dir`` for the files)."""
 
 from __future__ import annotations
+
+import time
 
 import ray
 
@@ -14,6 +17,48 @@ from brushrl.orchestrator.metrics import PipelineMetrics
 from brushrl.orchestrator.progress import StepLine
 from brushrl.orchestrator.record import step_record
 from brushrl.orchestrator.state import TrainerState
+from brushrl.prompts import subject_of
+from brushrl.reward.painting_metrics import Painting, PoolSubjects, step_measures
+
+
+class StepPaintings:
+    """What a step's passing paintings look like against the reference pool (``reward.pool``):
+    the ``paint/*`` keys of :func:`brushrl.reward.painting_metrics.step_measures` and
+    ``time/paint_s``, the seconds they took (~0.1-0.2 s a painting on one core).
+
+    Measured on every step whatever the reward's scorers are, so that a run that learns to paint
+    every subject alike shows it while it trains (issue 24). A pool that does not load, or has no
+    subject, leaves the keys out of every record and says so once, in ``off``.
+
+    Args:
+        cfg: the run config (``reward.pool``: path, tiers, ``copy_min_corr``; ``prompts.template``).
+    """
+
+    def __init__(self, cfg: BrushRLConfig) -> None:
+        from brushrl.pool.store import PoolError, ReferencePool
+
+        pool_cfg, self.template = cfg.reward.pool, cfg.prompts.template
+        self.pool: PoolSubjects | None = None
+        #: why the measures are off (None: on)
+        self.off: str | None = None
+        try:
+            self.pool = PoolSubjects(ReferencePool(pool_cfg.path).entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
+        except (PoolError, ValueError, OSError) as e:
+            self.off = f"reference pool {pool_cfg.path}: {e}"
+
+    def measures(self, samples: list) -> dict:
+        """The record keys for ``StepRecord.samples`` (``(sample, index, status, trajectory)``);
+        ``{}`` when off. A sample counts when the gate passed, it has a PNG, and it ends its
+        trajectory (single-turn samples always do)."""
+        if self.pool is None:
+            return {}
+        t = time.perf_counter()
+        paintings = [Painting(subject_of(s.completion.prompt, self.template) or s.completion.prompt, s.render.png,
+                              str(s.group_id))
+                     for s, _, _, traj in samples
+                     if s.gate.passed and s.render is not None and s.render.png
+                     and (traj is None or s is traj.turns[-1])]
+        return {**step_measures(self.pool, paintings), "time/paint_s": time.perf_counter() - t}
 
 
 class StepWriter:
@@ -21,12 +66,14 @@ class StepWriter:
 
     Args:
         cfg: the run config. run_dir: the run directory. state: the run's totals (updated here).
-        metrics: the Ray metrics. line: the progress line.
+        metrics: the Ray metrics. line: the progress line. paintings: the step's ``paint/*``
+        measures (None: built from ``cfg``).
     """
 
     def __init__(self, cfg: BrushRLConfig, run_dir: RunDir, state: TrainerState, metrics: PipelineMetrics,
-                 line: StepLine) -> None:
+                 line: StepLine, paintings: StepPaintings | None = None) -> None:
         self.cfg, self.run_dir, self.state, self.metrics, self.line = cfg, run_dir, state, metrics, line
+        self.paintings = paintings or StepPaintings(cfg)
 
     def write(self, report: StepReport) -> None:
         """The step's artefacts; a checkpoint (``report.checkpoint``: the learner's save call and
@@ -40,6 +87,7 @@ class StepWriter:
                 s.png_path = str(path)
             rows.append(sample_row(s, i, status, trajectory))
         self.run_dir.add_rows(rows)
+        step.record.update(self.paintings.measures(step.samples))
         self.state.count(step.group_ends, step.record.get("judge/curriculum_stage"))
         self.run_dir.log_metrics(step.record)
         self.metrics.publish(step.record, step.counts, step.render_times)

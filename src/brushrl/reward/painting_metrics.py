@@ -127,6 +127,34 @@ def measure(pool: PoolSubjects, paintings: list[Painting]) -> dict:
             "diversity": {k: diversity(v) for k, v in by_prompt.items()}}
 
 
+#: The ``paint/*`` keys :func:`step_measures` adds to a step's ``metrics.jsonl`` record (docs/metrics.md).
+STEP_KEYS = ("paint/measured", "paint/subject_fidelity", "paint/diversity", "paint/copies", "paint/copy_distance_min")
+
+
+def step_measures(pool: PoolSubjects, paintings: list[Painting]) -> dict:
+    """One learner step's ``paint/*`` record keys, from the step's passing paintings (the last turn
+    of each trajectory), ``Painting.prompt`` naming the group (diversity is within a group).
+
+    Returns:
+        ``{"paint/measured": n paintings, "paint/subject_fidelity": share in [0, 1] attributed to
+        their own subject (None: no painting of a subject the pool has), "paint/diversity": mean
+        within-group diversity in [0, 1] over groups with two or more (None: no such group),
+        "paint/copies": n flagged, "paint/copy_distance_min": float (None: no painting)}``; None is
+        never written as 0 (an empty step measured nothing).
+
+    Raises:
+        PIL.UnidentifiedImageError: a PNG Pillow cannot read.
+    """
+    m = measure(pool, paintings)
+    known = [c for c in m["correct"] if c is not None]
+    div = [d for d in m["diversity"].values() if d is not None]
+    return {"paint/measured": len(paintings),
+            "paint/subject_fidelity": sum(known) / len(known) if known else None,
+            "paint/diversity": sum(div) / len(div) if div else None,
+            "paint/copies": int(sum(m["copy"])),
+            "paint/copy_distance_min": min(m["copy_distance"], default=None)}
+
+
 # ------------------------------------------------------------------ measured range on a pool
 def _moved(png: bytes, angle: float, dx: int, dy: int, scale: float) -> bytes:
     """``png`` scaled by ``scale``, turned ``angle`` degrees and moved (dx, dy) pixels on its own
