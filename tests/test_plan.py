@@ -135,10 +135,14 @@ def test_plan_reproduces_the_seeds_order_of_magnitude(render_s, capsys):
     render_share = est["stage_s"]["render"] / sum(est["stage_s"].values())
     assert 0.65 <= render_share <= 0.85
     assert 15 * 60 * 0.75 <= est["step_s"] <= 18 * 60 * 1.25
+    # Beside it, the seeds' own figure for as many samples: 110 steps of 8 took 34.8 H200-hours.
+    assert est["seeds_h200_hours"] == pytest.approx(34.8)
+    assert est["gpu_hours"]["H200"] == pytest.approx(est["seeds_h200_hours"], rel=1.0)
     # The human-readable table prints too.
     assert main(args[:-1]) == 0
     out = capsys.readouterr().out
     assert "H200 GPU-hours" in out and "wall time" in out
+    assert "seeds' reproduction" in out and "34.8 H200-hours for 110 steps of 8 samples" in out
 
 
 def test_plan_defaults_to_the_trainers_mode(capsys):

@@ -13,7 +13,7 @@ from rich.table import Table
 from brushrl.config import BrushRLConfig, ConfigError, load_config
 from brushrl.plan.memory import MemoryPlan, build_memory_plan, format_parts
 from brushrl.plan.resources import ResourcePlan, build_plan
-from brushrl.plan.timing import RunEstimate, default_mode, estimate_run, estimates_from_run
+from brushrl.plan.timing import SEEDS_RUN, RunEstimate, default_mode, estimate_run, estimates_from_run, seeds_h200_hours
 
 
 def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
@@ -132,8 +132,9 @@ def run_check(args: argparse.Namespace) -> int:
     return 1 if errors or (args.strict and warnings) else 0
 
 
-def estimate_table(est: RunEstimate) -> Table:
-    """A rich table of a run estimate."""
+def estimate_table(est: RunEstimate, samples_per_step: int | None = None) -> Table:
+    """A rich table of a run estimate; with ``samples_per_step``, the seeds' reproduction's
+    H200-hours for as many samples beside it (``brushrl.plan.timing.SEEDS_RUN``)."""
     t = Table(title=f"{est.steps} steps, {est.mode} pipeline", title_justify="left", show_header=False)
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in est.stage_s.items())
     t.add_row("step", f"{est.step_s:.0f} s ({est.step_s / 60:.1f} min): {stages}; rendering {100 * est.render_share:.0f}%")
@@ -143,6 +144,10 @@ def estimate_table(est: RunEstimate) -> Table:
     t.add_row("GPU-hours reserved", f"{est.gpu_hours_reserved:.1f} (what the actors ask for)")
     for node, hours in est.node_hours.items():
         t.add_row(f"{node} node-hours", f"{hours:.1f}")
+    if samples_per_step:
+        seeds = seeds_h200_hours(est.steps, samples_per_step)
+        t.add_row("seeds' reproduction", f"{seeds:.1f} H200-hours for {est.steps} steps of {samples_per_step} samples "
+                  f"(its 110 steps of {SEEDS_RUN['samples_per_step']}: {SEEDS_RUN['h200_hours']:g} h on one H200)")
     return t
 
 
@@ -173,6 +178,7 @@ def run_plan(args: argparse.Namespace) -> int:
         print(json.dumps({"steps": steps, "mode": est.mode, "step_s": est.step_s, "stage_s": est.stage_s,
                           "wall_h": est.wall_h, "gpu_hours": est.gpu_hours,
                           "gpu_hours_reserved": est.gpu_hours_reserved, "node_hours": est.node_hours,
+                          "seeds_h200_hours": seeds_h200_hours(steps, cfg.rollout.groups_per_step * cfg.rollout.group_size),
                           "estimates": cfg.resources.estimates.model_dump()}))
         return 0
     e = cfg.resources.estimates
@@ -181,7 +187,7 @@ def run_plan(args: argparse.Namespace) -> int:
                   f"learn {e.learn_s:g} s/step, startup {e.startup_s:g} s")
     why = "--mode" if args.mode else f"orchestrator.max_staleness {cfg.orchestrator.max_staleness}; --mode overrides"
     console.print(f"pipeline: {est.mode} ({why})")
-    console.print(estimate_table(est))
+    console.print(estimate_table(est, cfg.rollout.groups_per_step * cfg.rollout.group_size))
     for w in plan.warnings:
         console.print(f"[bold yellow]warning[/]: {w}")
     return 0

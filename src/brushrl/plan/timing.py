@@ -33,6 +33,18 @@ from brushrl.plan.resources import ResourcePlan
 
 Mode = Literal["sync", "async"]
 
+#: The seeds' reproduction (Hugging Face, TRL + OpenEnv, Qwen3.5-35B-A3B, judge-led): 110 steps of 8
+#: rollouts on one H200, step times summing to 34.8 h (median 1,112 s), from its ``results/README.md``
+#: and ``results/curve-judge-led.csv`` (../shared/notes/field.md). What ``brushrl plan`` compares with.
+SEEDS_RUN = {"steps": 110, "samples_per_step": 8, "h200_hours": 34.8, "step_median_s": 1112.0}
+
+
+def seeds_h200_hours(steps: int, samples_per_step: int) -> float:
+    """The seeds' reproduction's H200-hours for ``steps`` steps of ``samples_per_step`` samples, at its
+    own H200-seconds a sample (34.8 h x 3600 / (110 x 8) = 142 s): the cost to beat."""
+    per_sample_s = SEEDS_RUN["h200_hours"] * 3600 / (SEEDS_RUN["steps"] * SEEDS_RUN["samples_per_step"])
+    return steps * samples_per_step * per_sample_s / 3600
+
 
 def default_mode(cfg: BrushRLConfig) -> Mode:
     """The pipeline the trainer runs for ``cfg``: ``async`` when ``orchestrator.max_staleness >= 1``
