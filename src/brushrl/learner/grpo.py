@@ -254,6 +254,10 @@ class GRPOLearner:
         if self.rank == 0:
             print(f"[brushrl] learner: {self.trainable_params:,} trainable of {self.total_params:,} parameters "
                   f"({100 * self.trainable_params / max(self.total_params, 1):.3f}%), {self.describe()}", flush=True)
+            from brushrl.learner.kernels import kernel_lines
+
+            for line in kernel_lines(getattr(self.model.config, "model_type", "")):  # what this env runs
+                print(f"[brushrl] learner: {line}", flush=True)
 
     # ------------------------------------------------------------------ state
     @property

@@ -110,6 +110,16 @@ def _weights(console: Console, cfg: BrushRLConfig) -> None:
                                 title=f"model weights (weights.dir: {wdir or 'not set'}; complete ones load offline)"))
 
 
+def _kernels(console: Console, cfg: BrushRLConfig) -> None:
+    """Which linear-attention kernels the policy's layers get in this env (``brushrl.learner.kernels``;
+    the learner's own env prints its lines at start); nothing for a model without such layers."""
+    from brushrl.learner.kernels import kernel_lines
+    from brushrl.plan.models import model_type
+
+    for line in kernel_lines(model_type(cfg.policy.model) or ""):
+        console.print(line, markup=False, highlight=False)
+
+
 def run_check(args: argparse.Namespace) -> int:
     """``brushrl config check``: 0 ok, 1 plan errors (or warnings with ``--strict``), 2 bad config."""
     console = Console(file=sys.stdout, width=args.width)
@@ -128,6 +138,7 @@ def run_check(args: argparse.Namespace) -> int:
         console.print(table)
     _problems(console, plan, mem)
     _weights(console, cfg)
+    _kernels(console, cfg)
     errors, warnings = plan.errors + mem.errors, plan.warnings + mem.warnings
     return 1 if errors or (args.strict and warnings) else 0
 

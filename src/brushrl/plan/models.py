@@ -316,6 +316,15 @@ def _hub_config(model: str) -> dict | None:
         return None
 
 
+def model_type(model: str) -> str | None:
+    """``model_type`` of a local model folder's ``config.json`` or of a shipped hub id; None otherwise
+    (no network: a config check must not download)."""
+    path = Path(model).expanduser()
+    if (path / "config.json").is_file():
+        return json.loads((path / "config.json").read_text()).get("model_type")
+    return SHIPPED[model].get("model_type") if model in SHIPPED else None
+
+
 def model_figures(model: str) -> ModelFigures:
     """Figures of ``model``: a local folder (its ``config.json``; parameters from its safetensors
     headers when there are any), a shipped hub id (:data:`SHIPPED`), or another hub id whose
