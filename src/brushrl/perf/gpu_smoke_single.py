@@ -148,9 +148,10 @@ def check_environment(architectures: list[str] = ()) -> dict[str, str | None]:
 class _Meter:
     """Per-phase time and CUDA memory (module docstring); on the CPU, times only."""
 
-    def __init__(self, cuda: bool):
+    def __init__(self, cuda: bool, on_phase=None):
         self.cuda = cuda
         self.phases: list[dict] = []
+        self.on_phase = on_phase or (lambda: None)
 
     def _sync(self) -> None:
         if self.cuda:
@@ -181,6 +182,7 @@ class _Meter:
         _finish(rec)
         self.phases.append(rec)
         _log(f"{name}: {_row(rec)}")
+        self.on_phase()
 
 
 def _finish(rec: dict) -> None:
@@ -331,15 +333,20 @@ def adapter_check(adapter_dir: str | Path, config, target_modules, experts: bool
 
 # ----------------------------------------------------------------------------- the run
 def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = None,
-        adapter_dir: str | Path | None = None, report: dict | None = None) -> dict:
+        prompt_tokens: int | None = None, completion_tokens: int | None = None,
+        adapter_dir: str | Path | None = None, report: dict | None = None, on_phase=None) -> dict:
     """Run every phase (module docstring) and return the report (the JSON ``main`` writes).
 
     Args:
         config_path: the run config YAML (``configs/h200.yaml``).
         dry: CPU, tiny twins, tiny sequences, no memory figures.
         sequences: samples per learner step (None: ``learner.micro_batch_size``).
+        prompt_tokens, completion_tokens: per sample (None: the config's, module docstring; with
+            ``dry``, :data:`DRY_SIZES`'s).
         adapter_dir: where the adapter is saved (kept); None: a temporary folder, removed.
         report: a dict to fill in place (so a caller still has the phases done when a phase raises).
+        on_phase: called with no argument after each phase (``main`` writes the report then, so a run
+            killed by a timeout leaves the phases it finished).
 
     Raises:
         MissingSupport: a module or model class is missing (before any model is built).
@@ -383,6 +390,7 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
     if dry:
         prompt, completion = DRY_SIZES["prompt_tokens"], DRY_SIZES["completion_tokens"]
         hps_text, side = DRY_SIZES["hpsv3_text_tokens"], DRY_SIZES["image_side"]
+    prompt, completion = prompt_tokens or prompt, completion_tokens or completion
     plan_step_s = cfg.resources.estimates.learn_s * n / step_sequences
     report["plan"] = {
         "learner": learner_est and {"parts": learner_est.parts, "gib": learner_est.used_gib},
@@ -404,7 +412,7 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
     from brushrl.policy.model import random_model
 
     policy_cfg, hps_cfg, tokenizer = model_configs(policy_id, hpsv3_id, dry)
-    meter = _Meter(cuda)
+    meter = _Meter(cuda, on_phase)
     report["phases"] = meter.phases
     lp = learner_est.parts if learner_est else {}
     torch.manual_seed(cfg.run.seed)
@@ -412,6 +420,8 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
         model = random_model(policy_cfg, device, dtype)
         rec["class"] = type(model).__name__
         rec["parameters"] = sum(p.numel() for p in model.parameters())
+        rec["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
+        rec["experts_implementation"] = getattr(model.config.get_text_config(), "_experts_implementation", None)
     with meter.phase("learner_init", plan_gib=sum(lp.get(k, 0.0) for k in ("weights", "grads", "optimizer")) or None) as rec:
         learner = GRPOLearner(model, tokenizer, cfg.learner, cfg.run.steps, group_size=cfg.rollout.group_size,
                               max_completion_length=cfg.rollout.max_new_tokens, seed=cfg.run.seed,
@@ -494,14 +504,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry", action="store_true", help="CPU, tiny twins, tiny sequences, memory not measured")
     ap.add_argument("--sequences", type=int, default=None,
                     help="samples per learner step (default: learner.micro_batch_size)")
+    ap.add_argument("--prompt-tokens", type=int, default=None,
+                    help="prompt tokens per sample (default: rollout.max_model_len - rollout.max_new_tokens)")
+    ap.add_argument("--completion-tokens", type=int, default=None,
+                    help="completion tokens per sample (default: rollout.max_new_tokens)")
     ap.add_argument("--adapter-dir", default=None, help="keep the saved adapter here (default: a temporary folder)")
     args = ap.parse_args(argv)
     if args.dry:  # never touch a GPU, even where one is present (GRPOLearner trains on one if it sees it)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     report: dict = {}
     status = 0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:
+        out.write_text(json.dumps(report, indent=2, default=str))
+
     try:
-        run(args.config, dry=args.dry, sequences=args.sequences, adapter_dir=args.adapter_dir, report=report)
+        run(args.config, dry=args.dry, sequences=args.sequences, prompt_tokens=args.prompt_tokens,
+            completion_tokens=args.completion_tokens, adapter_dir=args.adapter_dir, report=report, on_phase=write)
         report["ok"] = bool(report.get("adapter_check", {}).get("passed"))
         status = 0 if report["ok"] else 1
     except Exception as exc:  # the report is the point: write what was measured, then fail
@@ -510,9 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         report["traceback"] = traceback.format_exc()[-4000:]
         print(report["traceback"], file=sys.stderr, flush=True)
         status = 2 if isinstance(exc, MissingSupport) else 1
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    write()
     if report.get("phases"):
         print(format_table(report), flush=True)
     if report.get("adapter_check") and not report["adapter_check"]["passed"]:
