@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 POLICY = "Qwen/Qwen3.5-35B-A3B"
 HIDDEN = ("ray", "vllm", "deepspeed", "playwright")
 
-#: Prepended to the subprocess's code: hide :data:`HIDDEN` from every finder.
-HIDE = f"""
+#: Prepended to the subprocess's code: hide the packages ``HIDDEN`` names from every finder.
+HIDE = """
 import importlib.abc, sys
-HIDDEN = {HIDDEN!r}
+HIDDEN = {hidden!r}
 
 class Hide(importlib.abc.MetaPathFinder):
     def __init__(self, inner):
@@ -46,21 +46,24 @@ sys.meta_path[:] = [Hide(f) for f in sys.meta_path]
 """
 
 
-def _python(code: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def _python(code: str, *args: str, hidden: tuple[str, ...] = HIDDEN, timeout: int = 300) -> subprocess.CompletedProcess:
     import os
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([sys.executable, "-c", HIDE + code, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", HIDE.format(hidden=hidden) + code, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+#: ``python -m brushrl.perf.gpu_smoke_single`` after :data:`HIDE`.
+MAIN = ("import runpy, sys; sys.argv[0] = 'gpu_smoke_single'; "
+        "runpy.run_module('brushrl.perf.gpu_smoke_single', run_name='__main__')")
 
 
 @pytest.fixture(scope="module")
 def dry(tmp_path_factory):
     """The dry run's report, adapter folder and output, Ray / vLLM / DeepSpeed / Playwright hidden."""
     tmp = tmp_path_factory.mktemp("smoke")
-    code = ("import runpy, sys; sys.argv[0] = 'gpu_smoke_single'; "
-            "runpy.run_module('brushrl.perf.gpu_smoke_single', run_name='__main__')")
-    proc = _python(code, "--dry", "--config", "configs/h200.yaml", "--out", str(tmp / "report.json"),
+    proc = _python(MAIN, "--dry", "--config", "configs/h200.yaml", "--out", str(tmp / "report.json"),
                    "--adapter-dir", str(tmp / "adapter"))
     report = json.loads((tmp / "report.json").read_text()) if (tmp / "report.json").exists() else {}
     return proc, report, tmp / "adapter"
@@ -71,7 +74,8 @@ def test_the_hiding_works():
     proc = _python("import brushrl.learner.actor")
     assert proc.returncode != 0 and "No module named 'ray'" in proc.stderr, proc.stderr[-2000:]
     proc = _python("import importlib.util, importlib.metadata as m; assert importlib.util.find_spec('vllm') is None; "
-                   "assert all((d.metadata['Name'] or '').lower() not in ('ray', 'deepspeed') for d in m.distributions())")
+                   "assert all((d.metadata['Name'] or '').lower() not in ('ray', 'deepspeed') "
+                   "for d in m.distributions())")
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -97,7 +101,8 @@ def test_the_dry_run_reports_every_phase_without_ray_vllm_deepspeed_or_playwrigh
         assert m["is_ratio_mean"] > 0  # learner.truncated_is_clip of the config is on
     assert by["learner_step_2"]["metrics"]["policy_version"] == 3
     check = report["adapter_check"]
-    assert check["passed"] and check["problems"] == [] and check["serving_class"] == "Qwen3_5MoeForConditionalGeneration"
+    assert check["passed"] and check["problems"] == []
+    assert check["serving_class"] == "Qwen3_5MoeForConditionalGeneration"
     assert check["keys"] == 2 * check["modules"] == 2 * (3 * 5 + 4)  # 3 DeltaNet x 5 linears + 1 attention x 4
     assert check["key_example"].startswith("base_model.model.model.language_model.layers.")
     assert (adapter / "adapter_model.safetensors").is_file()
@@ -108,7 +113,8 @@ def _twin_policy_config():
     from transformers import AutoConfig
 
     tok = build_tokenizer()
-    return AutoConfig.for_model(**twin_config(shipped_config(POLICY), len(tok), {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}))
+    ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
+    return AutoConfig.for_model(**twin_config(shipped_config(POLICY), len(tok), ids))
 
 
 def test_the_adapter_check_fails_for_another_target_list_or_the_text_only_class(dry):
@@ -138,3 +144,12 @@ def test_adapter_key_problems():
 def test_check_environment_names_a_missing_model_class():
     with pytest.raises(MissingSupport, match="NoSuchModelForConditionalGeneration"):
         check_environment(["Qwen2VLForConditionalGeneration", "NoSuchModelForConditionalGeneration"])
+
+
+def test_missing_wheels_fail_first_with_what_to_carry(tmp_path):
+    """The GPU machine has no TRL or pydantic: named at once (exit 2), before brushrl.config or a model."""
+    proc = _python(MAIN, "--dry", "--out", str(tmp_path / "r.json"), hidden=(*HIDDEN, "trl", "pydantic"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert not report["ok"] and report["phases"] == []
+    assert report["error"].startswith("MissingSupport: missing Python modules: trl (carry trl==1.16.0), pydantic")

@@ -176,7 +176,8 @@ def adapter_key_problems(keys, module_names) -> list[str]:
         parts.setdefault(m["module"], set()).add("B" if ".lora_B" in key or ".lora_embedding_B" in key else "A")
     problems = []
     if bad:
-        problems.append(f"{len(bad)} keys are not PEFT LoRA keys ({ADAPTER_KEY_PREFIX}<module>.lora_A/B...), e.g. {bad[:3]}")
+        problems.append(f"{len(bad)} keys are not PEFT LoRA keys ({ADAPTER_KEY_PREFIX}<module>.lora_A/B...), "
+                        f"e.g. {bad[:3]}")
     half = sorted(m for m, p in parts.items() if p != {"A", "B"})
     if half:
         problems.append(f"{len(half)} adapter modules lack lora_A or lora_B, e.g. {half[:3]}")

@@ -394,7 +394,8 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
     plan_step_s = cfg.resources.estimates.learn_s * n / step_sequences
     report["plan"] = {
         "learner": learner_est and {"parts": learner_est.parts, "gib": learner_est.used_gib},
-        "hpsv3": hps_est and {"parts": hps_est.parts, "derived_gib": hps_est.derived_gib, "typed_gib": hps_est.typed_gib,
+        "hpsv3": hps_est and {"parts": hps_est.parts, "derived_gib": hps_est.derived_gib,
+                              "typed_gib": hps_est.typed_gib,
                               "gib": hps_est.used_gib},
         "gpu": row and {"label": row.label, "total_gib": row.total_gib, "used_gib": row.used_gib,
                         "uses": {u.component: u.gib for u in row.uses}},
@@ -422,7 +423,8 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
         rec["parameters"] = sum(p.numel() for p in model.parameters())
         rec["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
         rec["experts_implementation"] = getattr(model.config.get_text_config(), "_experts_implementation", None)
-    with meter.phase("learner_init", plan_gib=sum(lp.get(k, 0.0) for k in ("weights", "grads", "optimizer")) or None) as rec:
+    states_gib = sum(lp.get(k, 0.0) for k in ("weights", "grads", "optimizer")) or None
+    with meter.phase("learner_init", plan_gib=states_gib) as rec:
         learner = GRPOLearner(model, tokenizer, cfg.learner, cfg.run.steps, group_size=cfg.rollout.group_size,
                               max_completion_length=cfg.rollout.max_new_tokens, seed=cfg.run.seed,
                               micro_batch_size=cfg.learner.micro_batch_size,
@@ -462,10 +464,13 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
         "projected_full_step_s": step_s * step_sequences / n + saved["seconds"],
         "plan_learn_s": cfg.resources.estimates.learn_s, "peak_gib": learner_peak,
     }
+    learner.trainer.accelerator.free_memory()  # the accelerator keeps the model and optimizer it prepared
     del learner, model
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
+        # what the policy left allocated (0 when freed): in HPSv3's peaks below, which would overstate them
+        report["learner"]["left_allocated_gib"] = torch.cuda.memory_allocated() / GIB
 
     with meter.phase("hpsv3_build", plan_gib=hps_est and hps_est.parts.get("weights")) as rec:
         hps = random_model(hps_cfg, device, dtype).eval()
