@@ -36,7 +36,7 @@ from transformers import AutoConfig
 from brushrl.config import LearnerConfig
 from brushrl.hub.twins import build_twin, main, shipped_config, shipped_models, shrink_sections
 from brushrl.learner.grpo import GRPOLearner
-from brushrl.learner.moe import language_model_linears, lora_targets, trained_module_names
+from brushrl.learner.moe import adapter_key_problems, language_model_linears, lora_targets, trained_module_names
 from brushrl.policy.model import load_pretrained, meta_model, policy_class
 from brushrl.rollout.vllm_lora import policy_lora_suffixes, vllm_target_modules
 
@@ -158,12 +158,15 @@ def policy_adapter(twins, tmp_path_factory) -> Path:
     return learner.save_adapter(tmp_path_factory.mktemp("adapter") / "v1")
 
 
-def test_the_policy_adapter_is_keyed_as_vllms_mapper_expects(policy_adapter):
+def test_the_policy_adapter_is_keyed_as_vllms_mapper_expects(twins, policy_adapter):
     with safe_open(str(policy_adapter / "adapter_model.safetensors"), "pt") as f:
         keys = list(f.keys())
     # 4 layers: 3 DeltaNet x 5 linears + 1 attention x 4, A and B each
     assert len(keys) == 2 * (3 * 5 + 4)
     assert all(k.startswith("base_model.model.model.language_model.layers.") for k in keys), keys[:2]
+    # the check the GPU smoke makes (brushrl.perf.gpu_smoke_single): every key a module the serving class adapts
+    serving = meta_model(AutoConfig.from_pretrained(twins[POLICY]))
+    assert adapter_key_problems(keys, trained_module_names(serving, "all-linear", False)) == []
 
 
 @pytest.mark.slow

@@ -138,3 +138,53 @@ def trained_module_names(model: nn.Module, target_modules: str | list[str], expe
         names = [n for n, _ in model.named_modules() if n.rsplit(".", 1)[-1] in targets]
     names += sorted({p.rsplit(".", 1)[0] for p in params or []})
     return names
+
+
+#: What PEFT puts before a module's name in the keys of a saved adapter (``PeftModel.base_model``, a
+#: ``LoraModel``, whose ``model`` is the adapted model): ``base_model.model.<module>.lora_A.weight``.
+ADAPTER_KEY_PREFIX = "base_model.model."
+_ADAPTER_KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?:A|B|embedding_A|embedding_B)(?:\.weight)?$")
+
+
+def adapter_key_problems(keys, module_names) -> list[str]:
+    """Why the keys of a saved LoRA adapter (``adapter_model.safetensors``, written by PEFT's
+    ``save_pretrained`` / ``get_peft_model_state_dict``) are not exactly the adapter of the modules
+    ``module_names``; empty when they are.
+
+    ``module_names`` is what the serving side expects: :func:`trained_module_names` of the class
+    ``brushrl.policy.model.policy_class`` picks, built on the meta device
+    (``brushrl.policy.model.meta_model``); for Qwen3.5-MoE ``model.language_model.layers.N...``, the
+    names vLLM's weight mapper knows (a text-only ``Qwen3_5MoeForCausalLM`` adapter's
+    ``model.layers.N...`` reach no vLLM module: vllm-project/vllm#48019).
+
+    Args:
+        keys: tensor names of the saved adapter.
+        module_names: full module names the adapter must cover, each with a ``lora_A`` and a ``lora_B``.
+
+    Returns:
+        One line per problem (at most 3 names quoted each): keys that are not PEFT LoRA keys,
+        modules whose A or B is missing, adapter modules not expected, expected modules absent.
+    """
+    expected = set(module_names)
+    parts: dict[str, set[str]] = {}
+    bad = []
+    for key in keys:
+        m = _ADAPTER_KEY.match(key)
+        if m is None:
+            bad.append(key)
+            continue
+        parts.setdefault(m["module"], set()).add("B" if ".lora_B" in key or ".lora_embedding_B" in key else "A")
+    problems = []
+    if bad:
+        problems.append(f"{len(bad)} keys are not PEFT LoRA keys ({ADAPTER_KEY_PREFIX}<module>.lora_A/B...), "
+                        f"e.g. {bad[:3]}")
+    half = sorted(m for m, p in parts.items() if p != {"A", "B"})
+    if half:
+        problems.append(f"{len(half)} adapter modules lack lora_A or lora_B, e.g. {half[:3]}")
+    extra = sorted(set(parts) - expected)
+    if extra:
+        problems.append(f"{len(extra)} adapter modules are not modules the serving class adapts, e.g. {extra[:3]}")
+    missing = sorted(expected - set(parts))
+    if missing:
+        problems.append(f"{len(missing)} modules the serving class adapts have no adapter weights, e.g. {missing[:3]}")
+    return problems

@@ -131,9 +131,27 @@ def policy_class(config):
 def meta_model(config) -> PreTrainedModel:
     """The model :func:`load_pretrained` would load for ``config`` (:func:`policy_class`), built on the
     meta device: the module tree without weights or memory (LoRA targets, parameter counts)."""
+    return random_model(config, "meta")
+
+
+def random_model(config, device: str | torch.device, dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """The model :func:`load_pretrained` would load for ``config`` (:func:`policy_class`), with
+    transformers' random initialisation, its parameters created directly on ``device`` (no copy
+    through host memory: a 35 B model in bf16 is 67 GiB; ``"meta"``: no memory at all).
+
+    Args:
+        config: a transformers configuration (``AutoConfig``).
+        device: where the parameters are allocated and initialised (``"cuda"``, ``"cpu"``, ``"meta"``).
+        dtype: parameter dtype; None: transformers' default (float32 unless ``config`` says otherwise).
+
+    Returns:
+        The model in training mode (as ``from_config`` leaves it).
+    """
     cls = policy_class(config)
-    with torch.device("meta"):
-        return cls.from_config(config) if hasattr(cls, "from_config") else cls._from_config(config)
+    build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    with torch.device(device):
+        return build(config, **kwargs)
 
 
 def is_vision_language(config) -> bool:
