@@ -47,9 +47,10 @@ def _rows(tmp_path: Path, step: int) -> list[dict]:
     for i, (verdict, total) in enumerate((("pass", 0.75), ("pass", 0.5), ("no_paint", None))):
         png = None
         if verdict == "pass":
-            png = folder / f"g0_s{i}.png"
+            png = folder / f"g{step - 1}_s{i}.png"
             Image.new("RGB", (32, 32), (40 * i + 40, 90, 160)).save(png)
-        rows.append({"step": step, "group_id": 0, "sample": i, "prompt": TEMPLATE.replace("{subject}", "a red poppy"),
+        # group ids grow from step to step, as in a run
+        rows.append({"step": step, "group_id": step - 1, "sample": i, "prompt": TEMPLATE.replace("{subject}", "a red poppy"),
                      "code": f"circle({i}, 0, 10); // sketch {i}", "gate_verdict": verdict, "total": total,
                      "none_cause": "scorer_timeout" if total is None else None, "policy_version": step - 1,
                      "png": str(png) if png else None, "reward_gate": 1.0 if verdict == "pass" else 0.0,
@@ -101,11 +102,11 @@ def test_tensorboard_event_files_hold_the_steps_scalars_paintings_and_samples(tm
     assert acc.Scalars("eval/base/held_out/reward/lo")[0].value == pytest.approx(0.1)
     assert [(e.step, e.value) for e in acc.Scalars("eval/step_0002/training/gate_pass/mean")] == [(2, 0.75)]
     # Each painting under its own key, every step, as a real PNG of the painting's size.
-    assert set(tags["images"]) == {"paintings/g0_s0", "paintings/g0_s1"}
-    assert [(e.step, e.width, e.height) for e in acc.Images("paintings/g0_s1")] == [(1, 32, 32), (2, 32, 32)]
+    assert set(tags["images"]) == {"paintings/00", "paintings/01"}  # the same keys every step
+    assert [(e.step, e.width, e.height) for e in acc.Images("paintings/01")] == [(1, 32, 32), (2, 32, 32)]
     texts = {t: acc.Tensors(t) for t in tags["tensors"]}
     captions = texts["paintings/captions/text_summary"][-1].tensor_proto.string_val[0].decode()
-    assert "`paintings/g0_s0`: a red poppy · gate pass · reward 0.750 · v1" in captions
+    assert "`paintings/00`: a red poppy · gate pass · reward 0.750 · v1 · g1_s0" in captions
     samples = texts["rollouts/text_summary"][0].tensor_proto.string_val[0].decode()
     assert "circle(2, 0, 10)" in samples and "no_paint" in samples and "reward_pool_similarity" in samples
     assert "learner:" in texts["config/text_summary"][0].tensor_proto.string_val[0].decode()
@@ -193,7 +194,8 @@ def test_a_failing_tracker_warns_once_is_counted_and_the_others_still_log(tmp_pa
     assert len(said) == 1 and "tracker broken failed (log_params: ConnectionError: server gone)" in said[0]
     _, scalars, captions, table = kept.steps[0]
     assert scalars == step_scalars(_record(1))
-    assert captions == ["a red poppy · gate pass · reward 0.750 · v0", "a red poppy · gate pass · reward 0.500 · v0"]
+    assert captions == ["a red poppy · gate pass · reward 0.750 · v0 · g0_s0",
+                        "a red poppy · gate pass · reward 0.500 · v0 · g0_s1"]
     assert len(table) == 3 and table[2][7:10] == ["no_paint", None, "scorer_timeout"]
 
 
@@ -251,8 +253,8 @@ def test_wandb_offline_run_holds_the_steps_config_paintings_table_and_adapter(tm
     for step, logged in history.items():
         for name, value in step_scalars(_record(step)).items():
             assert logged[name] == pytest.approx(value), name
-        assert logged["paintings/captions"] == [f"a red poppy · gate pass · reward {r:.3f} · v{step - 1}"
-                                                for r in (0.75, 0.5)]
+        assert logged["paintings/captions"] == [f"a red poppy · gate pass · reward {r:.3f} · v{step - 1} · g{step - 1}_s{i}"
+                                                for i, r in enumerate((0.75, 0.5))]
         assert logged["paintings/count"] == 2 and logged["rollouts/nrows"] == 3
     files = run_file.parent / "files"
     table = json.loads((files / history[2]["rollouts/path"]).read_text())
@@ -370,8 +372,8 @@ def test_mlflow_server_gets_the_run_and_a_killed_server_does_not_stop_training(t
     assert {"trk-adapter/adapter_model.safetensors", "trk-adapter/adapter_config.json", "eval/eval.json",
             "rollouts/step_0001.json", "paintings/captions_step_0002.json"} <= artifacts
     assert "trk-adapter/learner_state.pt" not in artifacts
-    pngs = sorted(p for p in artifacts if p.startswith("images/paintings~g0_s1+step+") and p.endswith(".png"))
-    assert len(pngs) == 2  # one per step, keyed by the painting
+    pngs = sorted(p for p in artifacts if p.startswith("images/paintings~01+step+") and p.endswith(".png"))
+    assert len(pngs) == 2  # one per step under the same key
     (tmp_path / "dl").mkdir()
     table = json.loads(Path(client.download_artifacts(run_id, "rollouts/step_0002.json", str(tmp_path / "dl"))).read_text())
     assert "code" in table["columns"] and len(table["data"]) == 3

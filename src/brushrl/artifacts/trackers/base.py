@@ -23,8 +23,9 @@ class TrackerUnavailable(RuntimeError):
 
 @dataclass
 class StepImage:
-    """One painting of a step. ``key``: ``paintings/g<group>_s<sample>`` (``_t<turn>`` for a
-    revision turn), the same key every step so a tracker's step slider moves through them."""
+    """One painting of a step. ``key``: ``paintings/<k>``, k its position among the step's
+    paintings (``00``, ``01``, ...): the same keys every step, so a tracker's step slider moves
+    through them (group ids grow from step to step; the caption names the group and sample)."""
 
     key: str
     path: Path
@@ -92,12 +93,14 @@ def _is_set(value) -> bool:
 
 
 def caption(row: dict, template: str) -> str:
-    """``<subject> · gate <verdict> · reward <total> · v<policy version>`` of a ``rollouts.parquet`` row."""
+    """``<subject> · gate <verdict> · reward <total> · v<policy version> · g<group>_s<sample>``
+    (``_t<turn>`` for a revision turn) of a ``rollouts.parquet`` row (its PNG's name in ``png/``)."""
     subject = subject_of(row.get("prompt") or "", template) or row.get("prompt") or "?"
     total = row.get("total")
     reward = f"{total:.3f}" if _is_set(total) else f"None ({row.get('none_cause')})"
-    turn = f" · turn {int(row['turn'])}" if _is_set(row.get("turn")) else ""
-    return f"{subject} · gate {row.get('gate_verdict')} · reward {reward} · v{row.get('policy_version')}{turn}"
+    turn = f"_t{int(row['turn'])}" if _is_set(row.get("turn")) else ""
+    return (f"{subject} · gate {row.get('gate_verdict')} · reward {reward} · v{row.get('policy_version')} · "
+            f"g{row.get('group_id')}_s{row.get('sample')}{turn}")
 
 
 def step_images(rows: list[dict], template: str, limit: int) -> list[StepImage]:
@@ -110,10 +113,7 @@ def step_images(rows: list[dict], template: str, limit: int) -> list[StepImage]:
         png = row.get("png")
         if not png or not Path(png).exists():
             continue
-        key = f"paintings/g{row['group_id']}_s{row['sample']}"
-        if _is_set(row.get("turn")):
-            key += f"_t{int(row['turn'])}"
-        out.append(StepImage(key, Path(png), caption(row, template)))
+        out.append(StepImage(f"paintings/{len(out):02d}", Path(png), caption(row, template)))
     return out
 
 

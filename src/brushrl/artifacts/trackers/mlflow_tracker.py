@@ -5,7 +5,7 @@ server through ``MlflowClient`` with explicit run ids (no process-global active 
 
 Per step: the ``metrics.jsonl`` numbers (``log_batch`` at ``step``; names MLflow refuses are
 sanitised, :func:`~brushrl.artifacts.trackers.base.mlflow_name`: brushrl's own names pass as they
-are), each painting as a time-stepped image (``log_image(key=paintings/g<group>_s<sample>, step=)``),
+are), each painting as a time-stepped image (``log_image(key=paintings/<k>, step=)``, k: 00, 01, ...),
 their captions as ``paintings/captions_step_NNNN.json`` and the samples table as
 ``rollouts/step_NNNN.json`` (``log_table``). Per run: the config as params (flat dotted keys,
 values cut at MLflow's 6000 characters; a param already set is not set again: MLflow params are

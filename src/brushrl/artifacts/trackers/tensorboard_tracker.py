@@ -1,7 +1,7 @@
 """TensorBoard: event files in ``RUN_DIR/tensorboard/`` (``tensorboard --logdir runs/``), written
 with ``torch.utils.tensorboard.SummaryWriter`` (needs the ``tensorboard`` package).
 
-Scalars under the ``metrics.jsonl`` names; each painting as image ``paintings/g<group>_s<sample>``
+Scalars under the ``metrics.jsonl`` names; each painting as image ``paintings/<k>`` (k: 00, 01, ...)
 (TensorBoard images have no caption: the step's captions are the text ``paintings/captions``); the
 samples table as the markdown text ``rollouts`` (``samples`` is the record's sample count); the
 config as hyperparameters (the HParams tab) and as the YAML text ``config``; ``brushrl eval``'s results as ``eval/...`` scalars and ``eval.json``
