@@ -64,14 +64,33 @@ def _scrape(port: int, names: list[str], timeout_s: float = 90.0) -> str:
     return text
 
 
+def _check_tensorboard(run: Path) -> None:
+    """``logging.trackers: [tensorboard]``: the run's event files hold every number of every
+    ``metrics.jsonl`` record under the record's own name, at its step, and the step's paintings."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0, "images": 0})
+    acc.Reload()
+    numbers = {(k, m["step"]): float(v) for m in metrics for k, v in m.items()
+               if k != "step" and isinstance(v, (int, float))}
+    assert "trackers/tensorboard/failures" in metrics[-1] and "reward/mean" in {k for k, _ in numbers}
+    assert set(acc.Tags()["scalars"]) == {k for k, _ in numbers}
+    logged = {(tag, e.step): e.value for tag in acc.Tags()["scalars"] for e in acc.Scalars(tag)}
+    assert logged == pytest.approx(numbers)
+    pngs = list((run / "png").rglob("*.png"))
+    assert bool(acc.Tags()["images"]) == bool(pngs)
+
+
 @pytest.mark.slow
 def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     port = free_port()
-    overrides = small_overrides(tmp_path) | {"ray.metrics_export_port": port}
+    overrides = small_overrides(tmp_path) | {"ray.metrics_export_port": port, "logging.trackers": ["tensorboard"]}
     cfg = load_config(ROOT / "configs/local.yaml", overrides)
     log = io.StringIO()
     gallery = Trainer(cfg, log=log).run()
     run = tmp_path / "runs" / "e2e"
+    _check_tensorboard(run)
     assert gallery == run / "gallery.html" and gallery.exists()
     assert yaml.safe_load((run / "config.yaml").read_text())["run"]["steps"] == 2
     assert json.loads((run / "pool.json").read_text())["version_id"].startswith("starter@v1+")
@@ -188,6 +207,7 @@ def test_ray_job_submit(tmp_path, fresh_ray):
     head.start()
     try:
         overrides = small_overrides(tmp_path, steps=1)
+        overrides["logging.trackers"] = ["tensorboard"]  # the job's driver logs (no actor does)
         sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
         from brushrl.ray_setup import job_runtime_env
 
@@ -197,6 +217,8 @@ def test_ray_job_submit(tmp_path, fresh_ray):
         assert out.returncode == 0, log[-4000:]
         assert "succeeded" in log and "[brushrl] gallery:" in log, log[-4000:]
         assert (tmp_path / "runs" / "e2e" / "rollouts.parquet").exists()
+        assert "[brushrl] trackers: tensorboard" in log
+        assert len(list((tmp_path / "runs" / "e2e" / "tensorboard").glob("events.out.tfevents.*"))) >= 1
     finally:
         head.stop()
 

@@ -9,7 +9,7 @@ fully resolved config (defaults included) into the run directory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -746,6 +746,44 @@ class OrchestratorConfig(_Section):
     """The log-prob canary run after every weight sync (``SyncCheckConfig``)."""
 
 
+#: An experiment tracker ``logging.trackers`` can name (``brushrl.artifacts.trackers``).
+TrackerName = Literal["tensorboard", "wandb", "mlflow"]
+TRACKERS: tuple[str, ...] = get_args(TrackerName)
+
+
+class LoggingConfig(_Section):
+    """Experiment trackers the training driver (and ``brushrl eval``) also logs to, beside the run
+    directory's own files (``brushrl.artifacts.trackers``, docs/metrics.md "Trackers"). Only the
+    driver logs, never an actor; a tracker failing mid-run warns once, is counted in
+    ``trackers/<name>/failures`` and the run goes on (``metrics.jsonl`` stays the source of truth)."""
+
+    trackers: list[TrackerName] = Field(default_factory=list)
+    """Trackers to log to: any of ``tensorboard`` (event files in ``RUN_DIR/tensorboard/``),
+    ``wandb`` (Weights & Biases; ``WANDB_MODE=offline`` writes ``RUN_DIR/wandb/`` for a later
+    ``wandb sync``) and ``mlflow`` (an MLflow tracking server, ``mlflow_tracking_uri``). Each needs
+    its Python package (``pip install 'brushrl[trackers]'``); a missing one stops ``brushrl train``
+    before anything starts, naming it. Empty (the default): the run directory's files only."""
+    images_per_step: int = Field(16, ge=0)
+    """Paintings of each step sent to the trackers (the step's first N samples with a PNG, in
+    group order, each captioned with subject, gate verdict, reward and policy version); 0: none."""
+    wandb_project: str = "brushrl"
+    """W&B project of the run (the entity is W&B's own default, ``WANDB_ENTITY``)."""
+    wandb_mode: Literal["online", "offline", "disabled"] | None = None
+    """W&B mode; None: W&B's own setting (``WANDB_MODE``, online by default)."""
+    mlflow_tracking_uri: str | None = None
+    """MLflow tracking server (``http://host:5000``); None: the ``MLFLOW_TRACKING_URI`` variable
+    of the driver's environment, and one of the two is required with ``mlflow``."""
+    mlflow_experiment: str = "brushrl"
+    """MLflow experiment the run is logged under (created when missing)."""
+
+    @field_validator("trackers")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"{value}: each tracker at most once")
+        return value
+
+
 class NodeKindConfig(_Section):
     """One kind of node in the cluster shape that ``brushrl config check`` and ``brushrl plan``
     reason about. Ray discovers the real nodes itself; keep these numbers equal to the node types of
@@ -924,6 +962,8 @@ class BrushRLConfig(_Section):
     """What ``brushrl eval`` scores a policy on."""
     weights: WeightsConfig = Field(default_factory=WeightsConfig)
     """Where model weights come from: a shared folder filled once by ``brushrl weights fetch``."""
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    """Experiment trackers (TensorBoard, W&B, MLflow) beside the run directory's own files."""
 
     @model_validator(mode="before")
     @classmethod

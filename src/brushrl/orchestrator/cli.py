@@ -74,9 +74,9 @@ def resolve_job_weights(cfg, config: str):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """Run a training job; returns the exit code: 0 finished, 2 bad config, nothing to resume or
-    model weights unavailable (before any actor starts), 130 / 143 stopped by SIGINT / SIGTERM (the
-    run directory is consistent and resumable)."""
+    """Run a training job; returns the exit code: 0 finished, 2 bad config, nothing to resume,
+    model weights or a tracker's package unavailable (before any actor starts), 130 / 143 stopped
+    by SIGINT / SIGTERM (the run directory is consistent and resumable)."""
     from brushrl.hub.weights import WeightsUnavailable
 
     try:
@@ -93,9 +93,11 @@ def run_train(args: argparse.Namespace) -> int:
     # Stage loggers (SFT progress, cache hits) print to the console and to `ray job` logs.
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
 
+    from brushrl.artifacts.trackers import TrackerUnavailable
+
     try:
         trainer = Trainer(cfg, resume=bool(getattr(args, "resume", None)))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, TrackerUnavailable) as exc:
         print(exc)
         return 2
     trainer.run()
@@ -125,7 +127,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Score the base and/or checkpoints of a run (``brushrl.orchestrator.evaluate``); 2 for a bad
-    run directory, config or checkpoint."""
+    run directory, config, checkpoint or a tracker of its ``logging.trackers`` that cannot start."""
     import logging
 
     import yaml
@@ -141,10 +143,13 @@ def run_eval(args: argparse.Namespace) -> int:
         overrides[key] = yaml.safe_load(value)
     if args.samples is not None:
         overrides["eval.samples_per_prompt"] = args.samples
+    from brushrl.artifacts.trackers import TrackerUnavailable, require_trackers
+
     try:
         cfg = eval_config(args.run_dir, overrides)
+        require_trackers(cfg)  # the run's logging.trackers get the results: fail before sampling
         policies = resolve_policies(args.run_dir, args.checkpoint, base=not args.no_base)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, TrackerUnavailable) as exc:
         print(exc)
         return 2
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")

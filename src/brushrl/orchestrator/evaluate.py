@@ -19,7 +19,10 @@ Writes, under the run directory: ``eval/eval.json`` (:mod:`brushrl.artifacts.eva
 reference pool, ``reward.pool``),
 ``eval/samples.parquet`` (one row per completion, the ``rollouts.parquet`` columns plus
 ``policy``, ``split``, ``subject``), ``eval/png/<policy>/p<prompt>_s<sample>.png`` and the page
-``eval.html`` (:mod:`brushrl.artifacts.eval_page`), which ``gallery.html`` links to.
+``eval.html`` (:mod:`brushrl.artifacts.eval_page`), which ``gallery.html`` links to. With
+``logging.trackers`` set, ``eval.json``'s results also go to the run's tracker runs (reattached
+through ``RUN_DIR/trackers.json``) at the run's last step, ``eval.json`` as a file
+(:meth:`brushrl.artifacts.trackers.Trackers.log_eval`).
 
 With ``turns`` K > 1 (``brushrl eval --turns K``; multi-turn revision, ``rollout.turns``) every
 completion is the first turn of a trajectory that the run's critic (``reward.critic``) critiques and
@@ -240,6 +243,7 @@ class Evaluator:
         atomic_write(self.out / EVAL_JSON, json.dumps(report, indent=1, default=float) + "\n")
         write_eval_page(self.root, report, rows)
         self._relink_gallery()
+        self._track(report)
         self._say("\n".join(table_lines(report)))
         if self.turns > 1:
             self._say("\n".join(turn_table_lines(report)))
@@ -266,6 +270,23 @@ class Evaluator:
                 row.update(policy=policy.name, split=prompt.split, subject=prompt.subject, prompt_index=prompt.index)
                 rows.append(row)
         return rows
+
+    def _track(self, report: dict) -> None:
+        """``report`` to the trackers of ``logging.trackers`` (none: nothing), at the run's last
+        step. A tracker that does not start now only warns: ``eval.json`` is written already."""
+        if not self.cfg.logging.trackers:
+            return
+        from brushrl.artifacts.trackers import Trackers, TrackerUnavailable
+
+        metrics = RunDir(self.root, resume=True).metrics()
+        try:
+            trackers = Trackers.open(self.cfg, self.root, say=self._say)
+        except TrackerUnavailable as exc:
+            self._say(f"[eval] warning: results not sent to the trackers ({exc}); they are in {self.out / EVAL_JSON}")
+            return
+        trackers.log_eval(report, self.out / EVAL_JSON, metrics[-1]["step"] if metrics else 0)
+        trackers.close()
+        self._say(f"[eval] results sent to {', '.join(t.name for t in trackers.trackers)}")
 
     @staticmethod
     def _members(group):

@@ -10,13 +10,16 @@
    groups running or waiting then count as failed) and brings the judge to its curriculum stage;
 3. **loop**: :class:`~brushrl.orchestrator.loop.GRPOLoop` runs learner steps while producer tasks
    fill the ready buffer (``orchestrator.max_staleness``; 0 is synchronous GRPO); each step is
-   written by a :class:`~brushrl.orchestrator.writer.StepWriter` in a worker thread, and
+   written by a :class:`~brushrl.orchestrator.writer.StepWriter` in a worker thread (and sent to the
+   experiment trackers of ``logging.trackers``, opened before step 1 with the config as
+   hyperparameters), and
    ``control.yaml`` (``brushrl scale``) is applied between steps; every ``run.checkpoint_every``
    steps (and at the last) the learner saves its state right after the sync and the writer
    completes the checkpoint;
 4. **stop**: on the end of the run, SIGTERM (``ray job stop``) or Ctrl-C
    (:class:`~brushrl.orchestrator.stop.GracefulStop`): the renderers' browsers are closed, the
-   actors killed, the gallery rewritten, ``status.json`` says ``finished``, ``stopped`` or
+   actors killed, the gallery rewritten, the newest checkpoint's adapter sent to the trackers (a run
+   that did not fail) and the trackers closed, ``status.json`` says ``finished``, ``stopped`` or
    ``failed`` and the run's summary is printed (``brushrl.artifacts.summary``). The run directory then holds every completed step and resumes from its newest
    checkpoint with the same step numbering (``Trainer(cfg, resume=True)``).
 """
@@ -33,6 +36,7 @@ import ray
 
 from brushrl.artifacts.run_dir import RunDir
 from brushrl.artifacts.summary import summarize
+from brushrl.artifacts.trackers import Trackers, require_trackers
 from brushrl.config import BrushRLConfig
 from brushrl.learner import GroupFilter
 from brushrl.orchestrator.actors import Pipeline
@@ -60,6 +64,10 @@ class Trainer:
         resume: continue the run in ``<output_dir>/<name>`` from its newest complete checkpoint
             (``FileNotFoundError`` when there is none) instead of starting afresh.
 
+    Raises:
+        brushrl.artifacts.trackers.TrackerUnavailable: a tracker of ``logging.trackers`` lacks its
+            package or address (before the run directory is touched).
+
     Attributes:
         run_dir: the run directory. checkpoint: the checkpoint resumed from (None: a fresh run).
         state: the run's :class:`TrainerState` (the resumed position, the totals so far).
@@ -68,6 +76,7 @@ class Trainer:
     """
 
     def __init__(self, cfg: BrushRLConfig, log=None, resume: bool = False):
+        require_trackers(cfg)
         self.cfg = cfg
         self.log = log or sys.stdout
         self.run_dir = RunDir(Path(cfg.run.output_dir) / cfg.run.name, overwrite=cfg.run.overwrite, resume=resume)
@@ -81,6 +90,8 @@ class Trainer:
         self.outcome, self.stop_signal = "failed", None
         #: the weight-sync canary (``orchestrator.sync_check``), built with the actors; None when disabled
         self.sync_check: SyncCheck | None = None
+        #: the experiment trackers (``logging.trackers``), opened by :meth:`run`
+        self.trackers = Trackers([])
 
     def run(self) -> Path:
         """Train up to step ``run.steps`` (module docstring); returns the gallery path."""
@@ -90,6 +101,7 @@ class Trainer:
         with GracefulStop() as stop:  # after ray.init, which installs its own SIGTERM handler
             self.run_dir.write_status("running", cfg.run.steps)
             try:
+                self._open_trackers()
                 producer, ledger = self._build(pipe)  # 1. build
                 first_step = self._restore(pipe, producer, ledger)  # 2. restore
                 pipe.wait_ready(cfg, self._say)  # the judge servers, health-checked before step 1
@@ -108,10 +120,21 @@ class Trainer:
                 stop.shutting_down()
                 pipe.stop()
                 self._finish()
+                if any(self.trackers.failures.values()):
+                    extra["tracker_failures"] = dict(self.trackers.failures)
                 self.run_dir.write_status(self.outcome, cfg.run.steps, **extra)
                 summary = summarize(self.run_dir.root, self.run_dir.rows, self.run_dir.metrics())
                 self._say("\n".join(f"[brushrl] {line}" for line in summary.lines()))
         return self.run_dir.gallery
+
+    def _open_trackers(self) -> None:
+        """Start the trackers of ``logging.trackers`` (``TrackerUnavailable`` fails the run here,
+        before any actor) and log the resolved config to them."""
+        if not self.cfg.logging.trackers:
+            return
+        self.trackers = Trackers.open(self.cfg, self.run_dir.root, first_step=self.state.step + 1, say=self._say)
+        self.trackers.log_params(self.cfg)
+        self._say(f"[brushrl] trackers: {', '.join(t.name for t in self.trackers.trackers)}")
 
     # ------------------------------------------------------------------ 1. build
     def _build(self, pipe: Pipeline) -> tuple[GroupProducer, GroupLedger]:
@@ -191,7 +214,7 @@ class Trainer:
                   f"[brushrl] paint/* measures against {len(paintings.pool.subjects)} pool subjects "
                   f"(subject fidelity by chance {1 / len(paintings.pool.subjects):.3f})")
         return StepWriter(cfg, self.run_dir, self.state, metrics, StepLine(cfg.run.steps, self.log, first_step),
-                          paintings)
+                          self.trackers, paintings)
 
     async def _loop(self, pipe: Pipeline, producer: GroupProducer, ledger: GroupLedger, writer: StepWriter,
                     first_step: int) -> None:
@@ -217,8 +240,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ 4. stop
     def _finish(self) -> None:
-        """The final gallery."""
+        """The final gallery; the newest checkpoint's adapter to the trackers (unless the run
+        failed) and the trackers closed."""
         write_run_gallery(self.cfg, self.run_dir)
+        if self.trackers:
+            if self.outcome != "failed":
+                self.trackers.log_adapter(self.run_dir.latest_checkpoint(), self.cfg.run.name)
+            self.trackers.close()
 
     def _say(self, text: str) -> None:
         print(text, file=self.log, flush=True)

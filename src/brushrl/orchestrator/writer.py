@@ -1,6 +1,7 @@
 """Everything one learner step leaves behind, written in order, one step at a time: PNGs,
 ``rollouts.parquet`` rows, the ``metrics.jsonl`` line (with the step's ``paint/*`` measures), the
-Ray metrics, the progress line, the gallery and, when due, the checkpoint
+Ray metrics, the progress line, the experiment trackers (``logging.trackers``,
+``brushrl.artifacts.trackers``: the same record and rows), the gallery and, when due, the checkpoint
 (``brushrl.artifacts.run_dir`` for the files)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ray
 
 from brushrl.artifacts.gallery import write_gallery
 from brushrl.artifacts.run_dir import RunDir, sample_row
+from brushrl.artifacts.trackers import Trackers
 from brushrl.config import BrushRLConfig
 from brushrl.orchestrator.loop import StepReport
 from brushrl.orchestrator.metrics import PipelineMetrics
@@ -66,13 +68,15 @@ class StepWriter:
 
     Args:
         cfg: the run config. run_dir: the run directory. state: the run's totals (updated here).
-        metrics: the Ray metrics. line: the progress line. paintings: the step's ``paint/*``
-        measures (None: built from ``cfg``).
+        metrics: the Ray metrics. line: the progress line. trackers: the experiment trackers
+        (None or empty: none); their failures so far go into each record as ``trackers/<name>/failures``.
+        paintings: the step's ``paint/*`` measures (None: built from ``cfg``).
     """
 
     def __init__(self, cfg: BrushRLConfig, run_dir: RunDir, state: TrainerState, metrics: PipelineMetrics,
-                 line: StepLine, paintings: StepPaintings | None = None) -> None:
+                 line: StepLine, trackers: Trackers | None = None, paintings: StepPaintings | None = None) -> None:
         self.cfg, self.run_dir, self.state, self.metrics, self.line = cfg, run_dir, state, metrics, line
+        self.trackers = trackers
         self.paintings = paintings or StepPaintings(cfg)
 
     def write(self, report: StepReport) -> None:
@@ -89,7 +93,11 @@ class StepWriter:
         self.run_dir.add_rows(rows)
         step.record.update(self.paintings.measures(step.samples))
         self.state.count(step.group_ends, step.record.get("judge/curriculum_stage"))
-        self.run_dir.log_metrics(step.record)
+        if self.trackers:
+            step.record.update(self.trackers.failure_counts())
+        self.run_dir.log_metrics(step.record)  # first: the run directory is the source of truth
+        if self.trackers:
+            self.trackers.log_step(step.record, rows, self.cfg.prompts.template, self.cfg.logging.images_per_step)
         self.metrics.publish(step.record, step.counts, step.render_times)
         self.line.update(report.step, step.record)
         write_run_gallery(self.cfg, self.run_dir, running=report.step < self.cfg.run.steps)

@@ -136,6 +136,9 @@ def run_check(args: argparse.Namespace) -> int:
     console.rule("resource plan")
     for table in plan_tables(cfg, plan) + memory_tables(mem):
         console.print(table)
+    from brushrl.artifacts.trackers import tracker_problems
+
+    plan.errors.extend(tracker_problems(cfg))  # logging.trackers: a missing package or MLflow address
     _problems(console, plan, mem)
     _weights(console, cfg)
     _kernels(console, cfg)
