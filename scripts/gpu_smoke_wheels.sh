@@ -5,8 +5,11 @@
 #   * trl, datasets (+ dill, multiprocess): GRPOLearner's loss and GRPOTrainer's constructor;
 #   * pydantic (+ pydantic-core, annotated-types, typing-inspection, typing-extensions): brushrl.config;
 #   * transformers 5.24.0 and peft 0.21.2, this repo's pins (pyproject.toml): transformers 5.17's
-#     TrainingArguments has no `activation_checkpointing`, which GRPOLearner passes to GRPOConfig.
-# 18.2 MiB in all (measured 2026-12-02), under the 64 MiB that travels with the tree.
+#     TrainingArguments has no `activation_checkpointing`, which GRPOLearner passes to GRPOConfig;
+#   * flash-linear-attention 0.6.0 (+ fla-core, einops: pure Python, Triton comes with CUDA torch): the
+#     Gated DeltaNet kernel the GPU image installs (brushrl.learner.kernels), ~1.5 MiB, so the smoke
+#     times the learner the image runs rather than transformers' PyTorch fallback.
+# ~19.7 MiB in all (18.2 MiB measured 2026-12-02 before the fla wheels), under the 64 MiB that travels with the tree.
 #
 #   scripts/gpu_smoke_wheels.sh [DIR]      (default: .whl in the repo root, ignored by git)
 #
@@ -22,6 +25,7 @@ python="${PYTHON:-.venv/bin/python}"
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dir" \
   trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 \
-  transformers==5.24.0 peft==0.21.2
+  transformers==5.24.0 peft==0.21.2 \
+  flash-linear-attention==0.6.0 fla-core==0.6.0 einops==0.8.1
 ls -l "$dir"/*.whl
 du -cb "$dir"/*.whl | awk 'END {printf "total %.1f MiB\n", $1 / 1048576}'

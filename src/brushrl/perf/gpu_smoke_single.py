@@ -141,6 +141,10 @@ def check_environment(architectures: list[str] = ()) -> dict[str, str | None]:
     for mod in ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "pydantic"):
         versions[mod] = getattr(__import__(mod), "__version__", None)
     versions["fast_path"] = {m: "yes" if importlib.util.find_spec(m) else "no" for m in FAST_PATH_MODULES}
+    from brushrl.learner.kernels import kernel_report
+
+    # what transformers bound for the policy's Gated DeltaNet functions (the kernel or its fallback)
+    versions["kernels"] = kernel_report("qwen3_5_moe")
     return versions
 
 
