@@ -145,7 +145,8 @@ class Trainer:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.policy.model)
-        return SyncCheck(check_cfg, Probe.build(tokenizer, system_prompt, cfg.prompts.template, check_cfg.probe_tokens))
+        return SyncCheck(check_cfg, Probe.build(tokenizer, system_prompt, cfg.prompts.template, check_cfg.probe_tokens),
+                         cfg.rollout.replicas)
 
     def _check_sync(self, pipe: Pipeline, version: int) -> None:
         """The canary on the first sync (version 0 or the resumed one); raises ``SyncCheckError``."""
