@@ -4,7 +4,8 @@
 Checks: concurrent groups on one replica are merged into one ``vllm.LLM.generate`` call (more
 sequences in it than one group) and each keeps its own seed; the shared system prompt is served
 from the prefix cache across the merged groups; an adapter sync reaches both replicas (their
-``registered_adapters``) and the sync canary measures each one; a replica that serves a
+``registered_adapters``) and the sync canary measures each one; a sync from a missing folder
+fails naming the replicas and leaves the version served; a replica that serves a
 wrong-prefix adapter (vLLM registers it and applies nothing) is caught and named.
 
 Needs the vllm env (``make vllm-env``); skipped without it.
@@ -113,6 +114,11 @@ def test_sync_reaches_both_replicas_and_the_canary_names_a_replica_serving_the_b
     print(f"\ncanary per replica: {check.gaps}")
     assert len(check.gaps) == 2 and all(g.gap_max < LOGPROB_TOL for g in check.gaps), check.gaps
     assert gap.shift > 100 * cfg.orchestrator.sync_check.min_shift
+    # A sync from a missing folder fails on both replicas, by name; both keep serving.
+    with pytest.raises(ray.exceptions.RayTaskError, match=r"rollout replica 0 of 2 failed load_adapter \(failed "
+                                                          r"replicas: \[0, 1\]\): FileNotFoundError"):
+        ray.get(router.load_adapter.remote(str(tmp / "adapters" / "v999999"), version + 1), timeout=120)
+    assert ray.get(router.policy_version.remote()) == version
     # Groups through the router land on both replicas.
     groups = ray.get([router.generate.remote([f"Paint a pear no. {i}."], G, i) for i in range(4)], timeout=300)
     assert all(c.policy_version == version for g in groups for c in g[0])

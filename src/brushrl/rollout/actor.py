@@ -9,7 +9,7 @@ import ray
 
 import brushrl
 from brushrl.config import BrushRLConfig
-from brushrl.rollout.fault import FAULT_ENV, FAULT_REPLICA_ENV
+from brushrl.rollout.fault import FAULT_ENV
 from brushrl.rollout.transformers_engine import TransformersEngine
 
 
@@ -65,15 +65,11 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     n = cfg.rollout.replicas
     if n == 1:
         return ray.remote(**options)(cls).remote(*args)
-    fault_replica = os.environ.get(FAULT_REPLICA_ENV)
     specs = []
     for i in range(n):
-        env = dict(env_vars)
-        if fault_replica is not None and str(i) != fault_replica:
-            env.pop(FAULT_ENV, None)  # the test-only fault on the named replica only
         if cfg.rollout.backend == "vllm":  # each replica its own engine seed: unseeded requests draw apart
             args = (*args[:-1], cfg.run.seed + i)
-        specs.append((cls, {**options, "runtime_env": {**runtime_env, "env_vars": env}}, args))
+        specs.append((cls, options, args))
     from brushrl.rollout.router import RolloutRouter
 
     # The router only forwards (no model; the driver's interpreter, no CPU reserved). It starts the

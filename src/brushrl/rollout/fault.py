@@ -11,10 +11,6 @@ adapter whose key layout does not match the engine's module names (vLLM checks o
 (``brushrl.orchestrator.sync_check``) must stop the run; ``tests/test_sync_check.py`` checks that
 it does.
 
-With ``BRUSHRL_TESTING_SYNC_FAULT_REPLICA=<i>`` as well, only rollout replica ``i``
-(``rollout.replicas`` > 1, ``brushrl.rollout.router``) gets the fault: one replica silently
-serving the base policy among healthy ones, which the canary must catch by scoring every replica.
-
 Never set it outside tests: it breaks every sync on purpose (and the vLLM engine leaves each
 renamed copy, ``<adapter folder>.fault``, next to the folder it copied).
 """
@@ -27,8 +23,6 @@ from pathlib import Path
 
 #: The environment variable that turns the fault on; its only value is ``key_prefix``.
 FAULT_ENV = "BRUSHRL_TESTING_SYNC_FAULT"
-#: With ``rollout.replicas`` > 1: the index of the only replica that gets the fault (unset: all).
-FAULT_REPLICA_ENV = "BRUSHRL_TESTING_SYNC_FAULT_REPLICA"
 #: PEFT's prefix of every adapter key, and what the fault puts after it.
 _PEFT_PREFIX, _WRONG = "base_model.model.", "brushrl_fault."
 
