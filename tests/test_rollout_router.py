@@ -4,7 +4,8 @@
 Checks: concurrent requests queued while a call runs are merged into the next call, FIFO, bounded
 by ``max_seqs`` (at least one request), on one engine thread, with adapter loads queued between
 calls; a failed merged call fails every request in it; the router sends work to the replica with
-the fewest requests in flight (ties round-robin), broadcasts ``load_adapter`` and names a replica
+the fewest requests in flight (ties round-robin) and a revision to the replica that sampled its
+previous turn, broadcasts ``load_adapter`` and names a replica
 that fails it, and refuses replicas that disagree on the policy version; the sync canary checks
 every replica and names the one that serves the base; config refuses transformers replicas and
 splits the default ``max_num_seqs`` between replicas.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from brushrl.orchestrator.sync_check import Probe, SyncCheck, SyncCheckError
 from brushrl.ray_setup import start_local_ray
 from brushrl.rollout.batching import RequestBatcher
 from brushrl.rollout.router import ReplicaError, RolloutRouter
+from brushrl.types import Completion
 
 
 # ---------------------------------------------------------------------------------------- batcher
@@ -110,10 +113,11 @@ class _Fake:
 
     async def generate(self, prompts, n, seed=None):
         await self.gate.wait()
-        return [[(self.index, p, self.version)] * n for p in prompts]
+        return [[Completion(p, str(self.index), [seed], [k], [-1.0], self.version) for k in range(n)] for p in prompts]
 
     async def revise(self, requests, seed=None):
-        return [(self.index, r) for r in requests]
+        return [Completion(prev.prompt, str(self.index), prev.prompt_ids + prev.completion_ids + [99], [1], [-1.0],
+                           self.version) for prev, _ in requests]
 
     async def open(self):
         self.gate.set()
@@ -154,10 +158,17 @@ def test_router_balances_broadcasts_and_names_the_failing_replica(local_ray):
     # Four groups at once while no replica answers: two each (fewest in flight, ties round-robin).
     refs = [router.generate.remote([f"p{i}"], 2, i) for i in range(4)]
     ray.get([f.open.remote() for f in fakes])
-    served = [ray.get(r)[0][0][0] for r in refs]
+    groups = [ray.get(r)[0] for r in refs]
+    served = [int(g[0].text) for g in groups]
     assert sorted(served) == [0, 0, 1, 1], served
     assert ray.get(router.routing_stats.remote())["routed"] == [2, 2]
-    assert ray.get(router.revise.remote(["x"], 1)) in ([(0, "x")], [(1, "x")])
+    # A revision goes where its previous turns were sampled (their prefix cache), turn after turn.
+    for g, home in zip(groups, served):
+        (turn2,) = ray.get(router.revise.remote([(g[0], "critique")], 1))
+        (turn3,) = ray.get(router.revise.remote([(turn2, "critique")], 1))
+        assert int(turn2.text) == int(turn3.text) == home
+    stranger = Completion("p", "?", [7], [7], [-1.0], 0)
+    assert ray.get(router.revise.remote([(stranger, "c")], 1))[0].text in ("0", "1")
 
     ray.get(router.load_adapter.remote("/adapters/v000001", 1))
     assert ray.get(router.policy_version.remote()) == 1
@@ -203,6 +214,13 @@ def test_a_router_owns_the_replicas_it_starts_and_they_end_with_it(local_ray):
     replicas = ray.get(router.replica_handles.remote())
     assert ray.get([r.policy_version.remote() for r in replicas]) == [0, 0]
     ray.kill(router, no_restart=True)
+    # Ray ends an owner's actors once it sees the owner gone (asynchronously): poll until it has.
+    deadline = time.monotonic() + 60
     for r in replicas:
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(r.policy_version.remote(), timeout=60)
+        while True:
+            try:
+                ray.get(r.policy_version.remote(), timeout=60)
+            except ray.exceptions.RayActorError:
+                break
+            assert time.monotonic() < deadline, "a replica outlived its router by a minute"
+            time.sleep(0.2)

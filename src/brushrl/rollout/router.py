@@ -4,7 +4,10 @@
 placement, e.g. one GPU each) and, for N > 1, one :class:`RolloutRouter` (an async actor with
 ``num_cpus=0``) in front of them; callers keep calling ``rollout.generate.remote(...)``:
 
-* ``generate`` / ``revise`` go to the replica with the fewest requests in flight (ties: round-robin);
+* ``generate`` goes to the replica with the fewest requests in flight (ties: round-robin);
+  ``revise`` goes to the replica that sampled most of its requests' previous turns (the router
+  remembers the last :data:`AFFINITY_ENTRIES` completions it returned), whose prefix cache holds
+  their context, else as ``generate``;
 * ``load_adapter`` is sent to every replica and returns once all of them serve it; a replica that
   fails makes it raise :class:`ReplicaError` naming the replica (the others may serve the new
   version then: the run stops on it, as on any failed sync);
@@ -21,8 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter, OrderedDict
 
 import ray
+
+
+#: Completions whose replica the router remembers for revision affinity (an LRU).
+AFFINITY_ENTRIES = 4096
+
+
+def _key(completion) -> int:
+    """A completion's identity for affinity: the hash of its context and sampled tokens."""
+    return hash((tuple(completion.prompt_ids), tuple(completion.completion_ids)))
 
 
 class ReplicaError(RuntimeError):
@@ -48,6 +61,7 @@ class RolloutRouter:
         self._in_flight = [0] * len(replicas)
         self._served = [0] * len(replicas)
         self._next = 0  # round-robin cursor among ties
+        self._home: OrderedDict[int, int] = OrderedDict()  # completion key -> replica that sampled it
 
     def _pick(self) -> int:
         n = len(self._replicas)
@@ -59,20 +73,33 @@ class RolloutRouter:
                 return i
         raise AssertionError("unreachable")
 
-    async def _routed(self, method: str, *args):
-        i = self._pick()
+    async def _routed(self, method: str, *args, replica: int | None = None):
+        i = self._pick() if replica is None else replica
         self._in_flight[i] += 1
         self._served[i] += 1
         try:
-            return await getattr(self._replicas[i], method).remote(*args)
+            return i, await getattr(self._replicas[i], method).remote(*args)
         finally:
             self._in_flight[i] -= 1
 
+    def _remember(self, completions, replica: int) -> None:
+        for c in completions:
+            self._home[_key(c)] = replica
+            self._home.move_to_end(_key(c))
+        while len(self._home) > AFFINITY_ENTRIES:
+            self._home.popitem(last=False)
+
     async def generate(self, prompts, n, seed=None):
-        return await self._routed("generate", prompts, n, seed)
+        i, groups = await self._routed("generate", prompts, n, seed)
+        self._remember([c for g in groups for c in g], i)
+        return groups
 
     async def revise(self, requests, seed=None):
-        return await self._routed("revise", requests, seed)
+        homes = Counter(h for h in (self._home.get(_key(prev)) for prev, _ in requests) if h is not None)
+        home = homes.most_common(1)[0][0] if homes else None
+        i, out = await self._routed("revise", requests, seed, replica=home)
+        self._remember(out, i)
+        return out
 
     async def _broadcast(self, method: str, *args) -> list:
         """``method(*args)`` on every replica at once; raises :class:`ReplicaError` naming the first
