@@ -272,3 +272,21 @@ def test_the_meta_tree_count_is_what_peft_trains_on_the_twin(twin_dirs, model_id
     trainable, _ = peft_model.get_nb_trainable_parameters()
     counted = policy_lora(str(path), lc.r, lc.target_modules, lc.experts)
     assert counted.source == "module tree" and counted.params == trainable > 0
+
+
+def test_rollout_replicas_each_get_a_gpu_in_the_plans():
+    """``rollout.replicas: 3`` on the H200 node: three vLLM engines, one GPU each (GPUs 1-3, placed
+    before the judge servers, which move to 4 and 5); the resource plan counts 3 GPUs."""
+    from brushrl.plan.resources import build_plan
+
+    cfg = load_config(ROOT / "configs/h200.yaml", {"rollout.replicas": 3})
+    plan = build_memory_plan(cfg)
+    assert plan.errors == [], plan.errors
+    assert _gpus(plan) == {"h200:0": ["learner", "hpsv3"], "h200:1": ["rollout[0]"], "h200:2": ["rollout[1]"],
+                           "h200:3": ["rollout[2]"], "h200:4": ["judge[0]"], "h200:5": ["judge[1]"]}
+    row = next(a for a in build_plan(cfg).actors if a.actor == "rollout")
+    assert (row.count, row.gpus * row.count) == (3, 3)
+    # Six more replicas than GPUs are left: the resource plan refuses, naming the field.
+    over = build_plan(load_config(ROOT / "configs/h200.yaml", {"rollout.replicas": 8}))
+    assert any(e.startswith("resources.rollout: does not fit on a h200 node: needs 8 x GPU=1") for e in over.errors), \
+        over.errors

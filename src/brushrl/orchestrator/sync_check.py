@@ -133,38 +133,70 @@ def verdict(gap: SyncGap, cfg: SyncCheckConfig) -> str | None:
 class SyncCheck:
     """Runs the canary against the Ray learner and rollout actors (module docstring).
 
+    With ``rollout.replicas`` N > 1 (``brushrl.rollout.router``) the probe is scored on EVERY
+    replica and each is judged against the learner: one replica that silently serves the base
+    policy would poison about 1/N of the rollouts. The error names the replica; the metrics are
+    the worst replica's (largest gap); :attr:`gaps` holds all of them.
+
     Args:
         cfg: ``orchestrator.sync_check``.
         probe: the run's probe.
+        replicas: the rollout engine replicas behind the actor (``rollout.replicas``).
 
     Attributes:
-        base: the engine's base-policy log-probs of the probe, taken at the first check (None before).
+        base: the engine's base-policy log-probs of the probe (replica 0's: every replica loads the
+            same base weights), taken at the first check (None before).
+        gaps: the last check's measurement per replica, replica 0 first.
     """
 
-    def __init__(self, cfg: SyncCheckConfig, probe: Probe) -> None:
-        self.cfg, self.probe = cfg, probe
+    def __init__(self, cfg: SyncCheckConfig, probe: Probe, replicas: int = 1) -> None:
+        self.cfg, self.probe, self.replicas = cfg, probe, replicas
         self.base: list[float] | None = None
+        self.gaps: list[SyncGap] = []
 
     async def run(self, learner, rollout, version: int) -> SyncGap:
-        """Score the probe on both actors (concurrently) and judge it; returns the measurement.
+        """Score the probe on the learner and on every rollout replica (concurrently) and judge
+        each; returns the measurement (the worst replica's).
 
         Args:
             learner: the learner actor (``completion_logprobs``; a DeepSpeed group runs it on every rank).
-            rollout: the rollout engine actor (``score``), already serving ``version``.
+            rollout: the rollout engine actor or router (``score``), already serving ``version``.
             version: the policy version just synced.
 
         Raises:
-            SyncCheckError: the engine does not serve the learner's policy (:func:`verdict`).
+            SyncCheckError: an engine does not serve the learner's policy (:func:`verdict`).
         """
         p = self.probe
-        calls = [learner.completion_logprobs.remote(p.prompt_ids, p.completion_ids),
-                 rollout.score.remote(p.prompt_ids, p.completion_ids, True)]
+        if self.replicas == 1:  # the engine actor itself (either backend): no replica argument
+            scores = [rollout.score.remote(p.prompt_ids, p.completion_ids, True)]
+        else:
+            scores = [rollout.score.remote(p.prompt_ids, p.completion_ids, True, i) for i in range(self.replicas)]
+        calls = [learner.completion_logprobs.remote(p.prompt_ids, p.completion_ids), *scores]
         if self.base is None:
             calls.append(rollout.score.remote(p.prompt_ids, p.completion_ids, False))
-        learner_lp, engine_lp, *base = await asyncio.gather(*calls)
-        if base:
-            self.base = base[0]
-        return self.judge(version, engine_lp, learner_lp)
+        learner_lp, *rest = await asyncio.gather(*calls)
+        engines = rest[:self.replicas]
+        if self.base is None:
+            self.base = rest[self.replicas]
+        return self.judge_replicas(version, engines, learner_lp)
+
+    def judge_replicas(self, version: int, engines: list[list[float]], learner: list[float]) -> SyncGap:
+        """:meth:`judge` of each replica's log-probs (replica 0 first); returns the largest gap.
+
+        Raises:
+            SyncCheckError: a replica failed; with several replicas the message starts with
+                ``rollout replica <i> of <N>``.
+        """
+        gaps = []
+        for i, engine in enumerate(engines):
+            try:
+                gaps.append(self.judge(version, engine, learner))
+            except SyncCheckError as exc:
+                if len(engines) == 1:
+                    raise
+                raise SyncCheckError(f"rollout replica {i} of {len(engines)}: {exc}") from None
+        self.gaps = gaps
+        return max(gaps, key=lambda g: g.gap)
 
     def judge(self, version: int, engine: list[float], learner: list[float]) -> SyncGap:
         """:func:`measure` against :attr:`base`, then raise on a failing :func:`verdict`.

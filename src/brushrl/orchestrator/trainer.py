@@ -108,6 +108,7 @@ class Trainer:
                 writer = self._writer(pipe, first_step)  # 3. loop
                 if first_step <= cfg.run.steps:
                     asyncio.run(self._loop(pipe, producer, ledger, writer, first_step))
+                    self._say_batching(pipe)
                 self.outcome = "finished"
             except KeyboardInterrupt:
                 self.stop_signal = stop.received or "SIGINT"
@@ -168,7 +169,8 @@ class Trainer:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.policy.model)
-        return SyncCheck(check_cfg, Probe.build(tokenizer, system_prompt, cfg.prompts.template, check_cfg.probe_tokens))
+        return SyncCheck(check_cfg, Probe.build(tokenizer, system_prompt, cfg.prompts.template, check_cfg.probe_tokens),
+                         cfg.rollout.replicas)
 
     def _check_sync(self, pipe: Pipeline, version: int) -> None:
         """The canary on the first sync (version 0 or the resumed one); raises ``SyncCheckError``."""
@@ -237,6 +239,24 @@ class Trainer:
         loop = GRPOLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket, producer.produce,
                         pipe.learner_side(cfg, self.sync_check), version=self.state.policy_version, checkpoint=checkpoint)
         await loop.run(first_step, cfg.run.steps, on_step)
+
+    def _say_batching(self, pipe: Pipeline) -> None:
+        """One line per vLLM rollout engine: merged calls, sequences a call (``batch_stats``,
+        ``brushrl.rollout.batching``), so a run shows whether its engines were kept busy."""
+        cfg = self.cfg
+        if cfg.rollout.backend != "vllm":
+            return
+        try:
+            stats = ray.get(pipe.rollout.batch_stats.remote(), timeout=60)
+        except Exception as exc:  # noqa: BLE001 - a read-out, never the run's outcome
+            self._say(f"[brushrl] rollout batching: unavailable ({type(exc).__name__})")
+            return
+        for i, s in enumerate(stats if isinstance(stats, list) else [stats]):
+            if s["calls"]:
+                name = "rollout engine" if cfg.rollout.replicas == 1 else f"rollout replica {i}"
+                self._say(f"[brushrl] {name}: {s['requests']} requests in {s['calls']} calls, "
+                          f"{s['sequences'] / s['calls']:.1f} sequences a call (max {s['max_sequences']}, "
+                          f"max_num_seqs {cfg.rollout.max_num_seqs})")
 
     # ------------------------------------------------------------------ 4. stop
     def _finish(self) -> None:

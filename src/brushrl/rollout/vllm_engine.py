@@ -92,7 +92,7 @@ class VLLMEngine:
             # A revision turn's context is the previous turn's tokens plus the critique
             # (brushrl.conversation): its blocks are found here (V1's default, made explicit).
             enable_prefix_caching=True,
-            disable_log_stats=rollout_cfg.turns == 1,  # multi-turn: prefix_cache_stats() reads the counters
+            disable_log_stats=False,  # prefix_cache_stats() reads the counters
             **kwargs,
         )
         self.init_s = time.perf_counter() - t0
@@ -139,31 +139,72 @@ class VLLMEngine:
 
     def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:
         """Sample ``n`` completions per user prompt (see ``RolloutEngine.generate``)."""
-        return self._generate(prompts, [self.prompt_ids(p) for p in prompts], n, seed)
+        return self.generate_many([("generate", prompts, n, seed)])[0]
 
     def revise(self, requests: list[tuple[Completion, Critique]], seed: int | None = None) -> list[Completion]:
         """One revised reply per ``(previous turn, critique)`` (``RolloutEngine.revise``): the
         context extends the previous turn's tokens, so its blocks come from the prefix cache when
         the same adapter sampled them and they were not evicted."""
-        if any(crit.image is not None for _, crit in requests):
-            raise ValueError("VLLMEngine.revise: critiques with an image (rollout.revision.show_image) need "
-                             "rollout.backend 'transformers'")
-        contexts = [next_context(self.tokenizer, self.system_prompt, prev, crit.text) for prev, crit in requests]
-        return [g[0] for g in self._generate([prev.prompt for prev, _ in requests], contexts, 1, seed)]
+        return self.generate_many([("revise", requests, seed)])[0]
 
-    def _generate(self, prompts: list[str], prompt_ids: list[list[int]], n: int,
-                  seed: int | None) -> list[list[Completion]]:
-        cfg = self.rollout_cfg
-        params = self._SamplingParams(
-            n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
-            max_tokens=cfg.max_new_tokens, logprobs=0, seed=seed,
-        )
+    @staticmethod
+    def check_request(request: tuple) -> int:
+        """Validate one :meth:`generate_many` request without touching the engine; returns its
+        sequence count (``len(prompts) x n``, or one per revision).
+
+        Raises:
+            ValueError: an unknown kind, or a revision critique with an image (transformers only).
+        """
+        kind = request[0]
+        if kind == "generate":
+            _, prompts, n, _ = request
+            return len(prompts) * n
+        if kind == "revise":
+            _, pairs, _ = request
+            if any(crit.image is not None for _, crit in pairs):
+                raise ValueError("VLLMEngine.revise: critiques with an image (rollout.revision.show_image) need "
+                                 "rollout.backend 'transformers'")
+            return len(pairs)
+        raise ValueError(f"unknown rollout request kind {kind!r}")
+
+    def generate_many(self, requests: list[tuple]) -> list:
+        """Several :meth:`generate` / :meth:`revise` requests in ONE ``vllm.LLM.generate`` call
+        (``brushrl.rollout.batching`` merges concurrent ones): every prompt of every request with
+        its request's own ``SamplingParams`` (``n``, ``seed``), under the served adapter.
+
+        Args:
+            requests: ``("generate", prompts, n, seed)`` or ``("revise", [(previous, critique)],
+                seed)`` tuples.
+
+        Returns:
+            One result per request, in order: ``list[list[Completion]]`` for a generate request (one
+            group per prompt), ``list[Completion]`` for a revise request. Every completion carries
+            the policy version served during the call.
+
+        Raises:
+            ValueError: see :meth:`check_request`. Whatever vLLM raised: the whole call failed.
+        """
+        for r in requests:
+            self.check_request(r)
+        entries = []  # (request index, user prompt, prompt token ids, params)
+        for i, r in enumerate(requests):
+            if r[0] == "generate":
+                _, prompts, n, seed = r
+                params = self._params(n, seed)
+                entries += [(i, p, self.prompt_ids(p), params) for p in prompts]
+            else:
+                _, pairs, seed = r
+                params = self._params(1, seed)
+                entries += [(i, prev.prompt, next_context(self.tokenizer, self.system_prompt, prev, crit.text), params)
+                            for prev, crit in pairs]
         t0 = time.perf_counter()
-        outs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params,
-                                 lora_request=self._lora, use_tqdm=False)
+        outs = self.llm.generate([{"prompt_token_ids": ids} for _, _, ids, _ in entries], [e[3] for e in entries],
+                                 lora_request=self._lora, use_tqdm=False) if entries else []
         gen_s = time.perf_counter() - t0
-        groups = []
-        for prompt, ids, out in zip(prompts, prompt_ids, outs):
+        if len(outs) != len(entries):
+            raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(entries)} prompts")
+        groups: list[list[list[Completion]]] = [[] for _ in requests]
+        for (i, prompt, ids, _), out in zip(entries, outs):
             group = []
             for o in out.outputs:
                 tokens = list(o.token_ids)
@@ -171,8 +212,15 @@ class VLLMEngine:
                 group.append(Completion(prompt=prompt, text=o.text, prompt_ids=list(ids), completion_ids=tokens,
                                         logprobs=logprobs, policy_version=self._version,
                                         truncated=o.finish_reason == "length", gen_s=gen_s))
-            groups.append(group)
-        return groups
+            groups[i].append(group)
+        return [g if r[0] == "generate" else [c[0] for c in g] for r, g in zip(requests, groups)]
+
+    def _params(self, n: int, seed: int | None):
+        cfg = self.rollout_cfg
+        return self._SamplingParams(
+            n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
+            max_tokens=cfg.max_new_tokens, logprobs=0, seed=seed,
+        )
 
     def score(self, prompt_ids: list[int], completion_ids: list[int], adapter: bool = True) -> list[float]:
         """Per-token log-probs of ``completion_ids`` after ``prompt_ids`` under the served adapter
@@ -203,7 +251,8 @@ class VLLMEngine:
 
     def prefix_cache_stats(self) -> dict[str, float]:
         """vLLM's prefix-cache counters (``vllm:prefix_cache_queries`` / ``_hits``, in tokens) from
-        ``LLM.get_metrics()``; ``{}`` where this vLLM does not report them."""
+        ``LLM.get_metrics()``, and ``block_size`` (tokens per KV block: only whole blocks are
+        cached); ``{}`` where this vLLM does not report them."""
         try:
             metrics = self.llm.get_metrics()
         except Exception:  # noqa: BLE001 - metrics are optional (stat logging off, older vLLM)
@@ -212,6 +261,8 @@ class VLLMEngine:
         for m in metrics:
             if m.name in ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"):
                 out[m.name.split(":", 1)[1]] = float(getattr(m, "value", 0.0))
+        if out:
+            out["block_size"] = float(self.llm.llm_engine.vllm_config.cache_config.block_size)
         return out
 
     def prompt_ids(self, prompt: str) -> list[int]:
