@@ -172,12 +172,12 @@ def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path
         passing paintings), "copy_distance" (estimate, and ``min``), "copies"}}}}``; or
         ``{"skipped": why}`` when the pool does not load (the rest of the report stands).
     """
-    from brushrl.pool.store import PoolError, ReferencePool
+    from brushrl.pool.store import PoolError
     from brushrl.reward.painting_metrics import Painting, PoolSubjects, measure
 
     pool_cfg, n_boot, seed = cfg.reward.pool, cfg.eval.bootstrap, cfg.eval.seed
     try:
-        pool = PoolSubjects(ReferencePool(pool_cfg.path).entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
+        pool = PoolSubjects.from_config(pool_cfg)
     except (PoolError, ValueError, OSError) as e:
         return {"skipped": f"reference pool {pool_cfg.path}: {e}"}
     out = {"pool": pool_cfg.path, "subjects": len(pool.subjects), "chance": 1 / len(pool.subjects),

@@ -37,16 +37,16 @@ class StepPaintings:
     """
 
     def __init__(self, cfg: BrushRLConfig) -> None:
-        from brushrl.pool.store import PoolError, ReferencePool
+        from brushrl.pool.store import PoolError
 
-        pool_cfg, self.template = cfg.reward.pool, cfg.prompts.template
+        self.template = cfg.prompts.template
         self.pool: PoolSubjects | None = None
         #: why the measures are off (None: on)
         self.off: str | None = None
         try:
-            self.pool = PoolSubjects(ReferencePool(pool_cfg.path).entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
+            self.pool = PoolSubjects.from_config(cfg.reward.pool)
         except (PoolError, ValueError, OSError) as e:
-            self.off = f"reference pool {pool_cfg.path}: {e}"
+            self.off = f"reference pool {cfg.reward.pool.path}: {e}"
 
     def measures(self, samples: list) -> dict:
         """The record keys for ``StepRecord.samples`` (``(sample, index, status, trajectory)``);

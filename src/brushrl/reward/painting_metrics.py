@@ -81,6 +81,15 @@ class PoolSubjects:
         #: Subjects in pool order (ties of :meth:`nearest_subject` go to the first).
         self.subjects = list(refs)
 
+    @classmethod
+    def from_config(cls, pool_cfg) -> "PoolSubjects":
+        """The pool of ``reward.pool`` (``PoolScorerConfig``: path, tiers, ``copy_min_corr``).
+
+        Raises:
+            brushrl.pool.store.PoolError, OSError: the pool does not load. ValueError: it has no subject.
+        """
+        return cls(ReferencePool(pool_cfg.path).entries, pool_cfg.tiers, pool_cfg.copy_min_corr)
+
     def subject_scores(self, f: ImageFeatures) -> np.ndarray:
         """float64 ``[subjects]``: the weighted mean resemblance in [0, 1] of ``f`` to each subject's references."""
         return np.array([sum(v * resemblance(f, r) for v, r in refs) / sum(v for v, _ in refs)
@@ -227,9 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("pool", nargs="?", default=PoolScorerConfig().path)
     args = p.parse_args(argv)
-    cfg = PoolScorerConfig()
-    entries = ReferencePool(args.pool).entries
-    print(json.dumps(pool_ranges(PoolSubjects(entries, cfg.tiers, cfg.copy_min_corr), entries), indent=1))
+    cfg = PoolScorerConfig(path=args.pool)
+    print(json.dumps(pool_ranges(PoolSubjects.from_config(cfg), ReferencePool(cfg.path).entries), indent=1))
     return 0
 
 
