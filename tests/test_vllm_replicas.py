@@ -16,21 +16,13 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import time
 from types import SimpleNamespace
 
 import pytest
 import ray
 
-from brushrl.config import load_config
-from brushrl.learner.grpo import GRPOLearner
 from brushrl.orchestrator.sync_check import Probe, SyncCheck, SyncCheckError
-from brushrl.policy import load_policy, warm_start_policy
-from brushrl.prompts import resolve_system_prompt
-from brushrl.ray_setup import start_local_ray
-from brushrl.rollout import make_rollout_actor
-from test_train import ROOT, small_overrides
-from test_vllm_engine import LOGPROB_TOL, VLLM_PYTHON
+from test_vllm_engine import LOGPROB_TOL, VLLM_PYTHON, start_vllm
 
 pytestmark = [
     pytest.mark.slow,
@@ -44,21 +36,10 @@ G = 3
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replicas")
-    cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp) | {
-        "rollout.backend": "vllm", "rollout.python": str(VLLM_PYTHON), "rollout.adapter_dir": str(tmp / "adapters"),
-        "rollout.max_new_tokens": MAX_NEW_TOKENS, "rollout.num_cpus": 0.5, "rollout.replicas": 2,
-        "rollout.max_num_seqs": 16, "rollout.vllm_cpu_kv_cache_gb": 0.25})
-    system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
-    cfg = warm_start_policy(cfg, system_prompt)
-    start_local_ray(num_cpus=2, object_store_memory=200 * 1024**2)
-    t0 = time.perf_counter()
-    router = make_rollout_actor(cfg, system_prompt)
-    assert ray.get(router.policy_version.remote(), timeout=600) == 0
+    cfg, router, learner, tokenizer, system_prompt = start_vllm(
+        tmp, {"rollout.num_cpus": 0.5, "rollout.replicas": 2, "rollout.max_num_seqs": 16,
+              "rollout.vllm_cpu_kv_cache_gb": 0.25}, group_size=G, max_new_tokens=MAX_NEW_TOKENS)
     assert ray.get(router.replicas.remote()) == 2
-    print(f"\ntwo vLLM replicas ready in {time.perf_counter() - t0:.1f} s")
-    model, tokenizer = load_policy(cfg.policy)
-    learner = GRPOLearner(model, tokenizer, cfg.learner.model_copy(update={"lr": 5e-2, "warmup_steps": 0}), 10,
-                          group_size=G, max_completion_length=MAX_NEW_TOKENS)
     yield cfg, router, learner, tokenizer, system_prompt, tmp
     ray.kill(router)
     ray.shutdown()
