@@ -75,11 +75,15 @@ class SlowCritic(CriticActor):
         return super().critique(samples, prompt, seed)
 
 
+def _config(critic_timeout_s: float):
+    return load_config(ROOT / "configs/local.yaml", {"rollout.group_size": 4, "render.num_actors": 2,
+                                                   "rollout.turns": 2, "reward.critic": {"timeout_s": critic_timeout_s}})
+
+
 @pytest.fixture(scope="module")
 def parts():
     start_local_ray(num_cpus=4, runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}})
-    cfg = load_config(ROOT / "configs/local.yaml", {"rollout.group_size": 4, "render.num_actors": 2,
-                                                   "rollout.turns": 2, "reward.critic": {"timeout_s": 5.0}})
+    cfg = _config(critic_timeout_s=120.0)
     pool = RenderPool(cfg.render)
     scorer = make_scorer_actor(cfg.reward.pool)
     yield cfg, pool, scorer
@@ -88,8 +92,12 @@ def parts():
 
 
 def _producer(cfg, pool, scorer, kinds, critic_cls=CriticActor, seed=0):
+    """A producer over the fixture's parts, a replay rollout of ``kinds`` and a loaded critic
+    actor (as ``RewardActors.wait_loaded`` makes a run wait: a critique's timeout must not count
+    the actor's start on a loaded box)."""
     rollout = replay(kinds)
     critic = ray.remote(critic_cls).remote(cfg.reward, cfg.prompts.template, cfg.render.canvas_size)
+    ray.get(critic.__ray_ready__.remote())
     return GroupProducer(cfg, rollout, pool, scorer, random.Random(seed), critic), rollout
 
 
@@ -172,7 +180,8 @@ def test_stop_on_gate_pass_revises_only_the_broken_paintings(parts):
 @pytest.mark.parametrize("critic_cls, cause", [(BrokenCritic, "critic:error:RuntimeError"),
                                                 (SlowCritic, "critic:timeout")])
 def test_a_critic_failure_is_none_for_its_trajectories_never_zero(parts, critic_cls, cause):
-    cfg, pool, scorer = parts
+    _, pool, scorer = parts
+    cfg = _config(critic_timeout_s=5.0)  # SlowCritic sleeps 30 s
     producer, _ = _producer(cfg, pool, scorer, ["good", "syntax"], critic_cls)
     group, counts = asyncio.run(producer.produce(producer.ticket(), step=1))
     assert [t.reward for t in group.trajectories] == [None] * 4

@@ -115,3 +115,33 @@ def test_pool_and_judge_actors_through_the_scorer_set(local_ray):
         assert 0 <= out[0]["pool_similarity"][0].value <= 1
     finally:
         server.close()
+
+
+class LoadingScorer(SleepScorer):
+    """A scorer whose load never ends (a model that does not come up)."""
+
+    def __init__(self):
+        super().__init__(0.0)
+        time.sleep(3600)
+
+
+class FailingLoadScorer(SleepScorer):
+    def __init__(self):
+        raise OSError("checkpoint not found")
+
+
+def test_the_run_waits_for_reward_actors_to_load_and_names_one_that_does_not(local_ray):
+    """``RewardActors.wait_loaded`` (before step 1): loaded actors pass; one still loading at the
+    timeout, or whose constructor raised, stops the run, named, instead of scoring None at step 1."""
+    from brushrl.reward.actor import RewardActors
+
+    lines, loaded = [], _actor(SleepScorer, 0.0)
+    RewardActors(scorers={"a": loaded}, critic=_actor(SleepScorer, 0.0)).wait_loaded(600, lines.append)
+    assert len(lines) == 1 and "reward actors loaded (a, critic)" in lines[0]
+    loading = _actor(LoadingScorer)
+    with pytest.raises(TimeoutError, match=r"\['hpsv3'\] not loaded within reward.startup_timeout_s \(2 s\)"):
+        RewardActors(scorers={"a": loaded, "hpsv3": loading}).wait_loaded(2, lines.append)
+    ray.kill(loading)
+    failing = ray.remote(num_cpus=0.5)(FailingLoadScorer).remote()
+    with pytest.raises(ray.exceptions.RayActorError, match="checkpoint not found"):
+        RewardActors(scorers={"judge": failing}).wait_loaded(600, lines.append)

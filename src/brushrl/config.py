@@ -547,6 +547,10 @@ class RewardConfig(_Section):
     give None (``scorer_timeout``)."""
     max_scorer_failures: int = Field(3, ge=1)
     """Consecutive failed calls after which a scorer actor is killed and restarted by Ray."""
+    startup_timeout_s: float = Field(1800.0, gt=0)
+    """Seconds the scorer and critic actors may take to load (their constructors: HPSv3 loads its
+    7B base there) before step 1; the run waits for them, so a slow load is never a first-step
+    ``scorer_timeout``. Slower: the run stops naming the actor."""
 
     @model_validator(mode="after")
     def _resolve(self) -> "RewardConfig":

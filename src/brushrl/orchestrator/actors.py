@@ -70,8 +70,9 @@ class Pipeline:
             raise
 
     def wait_ready(self, cfg: BrushRLConfig, say) -> None:
-        """Health-check the judge servers brushrl serves (none: returns at once); raises what
-        ``RewardActors.wait_ready`` raises."""
+        """Wait for the scorer and critic actors to load, then health-check the judge servers
+        brushrl serves; raises what ``RewardActors.wait_loaded`` / ``wait_ready`` raise."""
+        self.reward.wait_loaded(cfg.reward.startup_timeout_s, say)
         if self.reward.servers:
             self.reward.wait_ready(cfg.reward.judge.serve.startup_timeout_s, say)
 

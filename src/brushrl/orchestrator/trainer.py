@@ -104,7 +104,7 @@ class Trainer:
                 self._open_trackers()
                 producer, ledger = self._build(pipe)  # 1. build
                 first_step = self._restore(pipe, producer, ledger)  # 2. restore
-                pipe.wait_ready(cfg, self._say)  # the judge servers, health-checked before step 1
+                pipe.wait_ready(cfg, self._say)  # reward actors loaded, judge servers healthy, before step 1
                 writer = self._writer(pipe, first_step)  # 3. loop
                 if first_step <= cfg.run.steps:
                     asyncio.run(self._loop(pipe, producer, ledger, writer, first_step))

@@ -143,6 +143,28 @@ class RewardActors:
     def actors(self) -> list:
         return [*self.servers, *self.scorers.values(), *([self.critic] if self.critic is not None else [])]
 
+    def wait_loaded(self, timeout_s: float, say: Callable[[str], None] = print) -> None:
+        """Block until every scorer actor and the critic have loaded (their constructors returned).
+
+        A scorer or critic call's timeout (``scorer_timeout_s``, ``critic.timeout_s``) would
+        otherwise also count the actor's start, and a slow load would be scored as None.
+
+        Raises:
+            TimeoutError: an actor not loaded in ``timeout_s`` seconds (named).
+            ray.exceptions.RayActorError: an actor whose constructor raised.
+        """
+        named = {**self.scorers, **({"critic": self.critic} if self.critic is not None else {})}
+        if not named:
+            return
+        t0 = time.monotonic()
+        refs = {name: a.__ray_ready__.remote() for name, a in named.items()}
+        ready, pending = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+        if pending:
+            late = [name for name, ref in refs.items() if ref in pending]
+            raise TimeoutError(f"reward actor(s) {late} not loaded within reward.startup_timeout_s ({timeout_s:g} s)")
+        ray.get(ready)  # raises a constructor's error
+        say(f"[brushrl] reward actors loaded ({', '.join(named)}) in {time.monotonic() - t0:.1f} s")
+
     def wait_ready(self, timeout_s: float, say: Callable[[str], None] = print) -> list[str]:
         """Block until every judge server answers ``GET /health``; returns their base URLs.
 
