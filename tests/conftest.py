@@ -144,3 +144,25 @@ def fresh_ray():
         ray.shutdown()
     yield
     ray.shutdown()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Longest test files first (``tests/file_seconds.json``, measured; an unknown file counts as
+    20 s): with ``make test``'s ``-n 2 --dist loadfile --no-loadscope-reorder`` the xdist workers take
+    files in this order, so the long end-to-end files start early instead of meeting at the end
+    (xdist's default reorder puts files with the most tests first). Within a file, order is kept.
+    ``scripts/test_file_seconds.py`` refreshes the table from a run's JUnit XML."""
+    from pathlib import Path
+
+    table = Path(__file__).with_name("file_seconds.json")
+    seconds = json.loads(table.read_text()) if table.exists() else {}
+    root = Path(str(config.rootpath))
+
+    def cost(item) -> float:
+        try:
+            return seconds.get(Path(str(item.path)).relative_to(root).as_posix(), 20)
+        except ValueError:  # a test outside the repository
+            return 20
+
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-cost(item), order[id(item)]))
