@@ -104,16 +104,60 @@ def test_step_model_sync_and_async():
     from brushrl.config import StageEstimates
 
     est = StageEstimates(render_s=10, render_cores=1, gen_s=30, score_s=1, learn_s=20)
-    # 16 renders on 4 renderers: 4 waves of 10 s.
-    step, stages = step_seconds(est, 16, 4, 4, "sync")
-    assert stages["render"] == 40 and step == 30 + 40 + 16 + 20
+    # 16 renders on 4 renderers: 4 waves of 10 s; staleness 0 is the synchronous loop, stage after stage.
+    step, stages, bound = step_seconds(est, 16, 4, 4)
+    assert stages["render"] == 40 and step == 30 + 40 + 16 + 20 and bound == "pipeline"
     # Cores for only 2 at once: twice as long.
-    assert step_seconds(est, 16, 4, 2, "sync")[1]["render"] == 80
-    # Async: the slowest of generation+learning (50 s) and rendering (16*10/4 = 40 s).
-    assert step_seconds(est, 16, 4, 4, "async")[0] == 50
-    assert step_seconds(est, 16, 2, 2, "async")[0] == 80
+    assert step_seconds(est, 16, 4, 2)[1]["render"] == 80
+    # 16 renderers: one wave, L = gen 30 + render 10 + score 16 = 56 s. max_staleness 1 with L > learn:
+    # two batches in flight share the period, (L + learn) / 2.
+    assert step_seconds(est, 16, 16, 16, 1)[::2] == (pytest.approx((56 + 20) / 2), "pipeline")
+    # k = 2: (56 + 20) / 3 = 25.3 s would be below one batch's generation (30 s), which every weight
+    # sync waits for.
+    assert step_seconds(est, 16, 16, 16, 2)[::2] == (30, "gen")
+    # Learner-bound: learn above L sets the step whatever the staleness ...
+    slow = est.model_copy(update={"learn_s": 120})
+    assert step_seconds(slow, 16, 16, 16, 1)[::2] == (120, "learn") == step_seconds(slow, 16, 16, 16, 2)[::2]
+    # ... until learner workers split it: 4 workers, a quarter of the batch each.
+    assert step_seconds(slow, 16, 16, 16, 1, learn_share=0.25)[0] == pytest.approx((56 + 30) / 2)
+    # Throughput floors: 16 renders x 10 s on 2 renderers keep them busy 80 s a step ...
+    assert step_seconds(est, 16, 2, 2, 3)[::2] == (80, "render")
+    # ... and 16 x 10 s of serial scoring 160 s.
+    assert step_seconds(est.model_copy(update={"score_s": 10}), 16, 16, 16, 3)[::2] == (160, "score")
     with pytest.raises(ValueError, match="no renderer"):
         step_seconds(est, 16, 0, 0)
+    with pytest.raises(ValueError, match="staleness"):
+        step_seconds(est, 16, 4, 4, -1)
+
+
+def test_async_step_model_matches_the_recurrence():
+    """The closed form against the recurrence it comes from (brushrl.plan.timing docstring): batch n
+    admitted when step n-k-1 ends, step n starting when batch n is scored and step n-1 ended, its sync
+    ending no earlier than the generation of the batch admitted at the end of step n-1."""
+    from brushrl.config import StageEstimates
+
+    for gen, learn, k in [(30, 20, 1), (60, 15, 1), (60, 15, 2), (10, 80, 1), (40, 40, 3), (30, 20, 0)]:
+        est = StageEstimates(render_s=10, render_cores=1, gen_s=gen, score_s=1, learn_s=learn)
+        lat = gen + 10 + 4  # 4 renders on 4 renderers, 4 x 1 s of scoring
+        ends: list[float] = []
+        for n in range(400):
+            admitted = ends[n - k - 1] if n > k else 0.0
+            prev = ends[n - 1] if n else 0.0
+            generating = prev + gen if k and n else 0.0  # batch n + k, admitted when step n - 1 ended
+            ends.append(max(max(admitted + lat, prev) + learn, generating))
+        period = (ends[-1] - ends[199]) / 200
+        assert step_seconds(est, 4, 4, 4, k)[0] == pytest.approx(period), (gen, learn, k)
+
+
+def test_learner_share_deals_the_batch_over_the_workers():
+    from brushrl.plan.timing import learner_share
+
+    h200 = load_config(ROOT / "configs/h200.yaml", {"learner.strategy": "single", "learner.workers": 1})
+    assert learner_share(h200) == 1
+    for workers, share in [(2, 8 / 16), (4, 4 / 16), (3, 6 / 16), (8, 2 / 16)]:
+        cfg = load_config(ROOT / "configs/h200.yaml", {"learner.strategy": "deepspeed", "learner.workers": workers,
+                                                       "resources.learner.num_gpus": 0.5})
+        assert learner_share(cfg) == share  # ceil(16 / W) of 16 samples (brushrl.learner.shard)
 
 
 @pytest.mark.parametrize("render_s", [69.0, 96.0])
@@ -122,7 +166,8 @@ def test_plan_reproduces_the_seeds_order_of_magnitude(render_s, capsys):
     69-96 s each (70-80% of a 15-18 min step); 60 steps took 17h46m, 110 steps ~34 H200-hours."""
     # The seeds' shape: one H200 for learner and generation; judge and HPSv3 served elsewhere.
     seeds = ["resources.nodes.h200.gpus=1", "resources.rollout.num_gpus=0.25", "resources.judge.num_gpus=0",
-             "reward.judge.serve=null", "reward.judge.base_url=http://judge:8000/v1", "resources.hpsv3.num_gpus=0"]
+             "reward.judge.serve=null", "reward.judge.base_url=http://judge:8000/v1", "resources.hpsv3.num_gpus=0",
+             "learner.strategy=single", "learner.workers=1", "rollout.replicas=1"]
     args = ["plan", "--config", str(ROOT / "configs/h200.yaml"), "--steps", "110", "--renderers", "1",
             "--render-s", str(render_s), "--gen-s", "120", "--learn-s", "60", "--score-s", "5",
             *[a for kv in seeds for a in ("--set", kv)],
@@ -185,6 +230,14 @@ def test_plan_from_a_run_directory(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["estimates"]["gen_s"] == 5 and out["steps"] == 10
     assert main(["plan", "--from-run", str(tmp_path / "missing")]) == 2
+    # time/gen_s sums the generate calls of the step's groups, which run at once: per group it is the
+    # batch's latency. A run of 4 learner workers trained a quarter of the batch each: learn_s is one
+    # worker's seconds for the whole batch.
+    for r in records:
+        r.update({"groups/accepted": 2, "groups/filtered": 1, "groups/stale": 0, "groups/failed": 5})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    est = estimates_from_run(run, cfg.resources.estimates, learn_share=0.25)
+    assert (est.gen_s, est.learn_s) == (pytest.approx(5 / 3), 12)
 
 
 def test_placement_reaches_ray(tmp_path):

@@ -855,11 +855,15 @@ class StageEstimates(_Section):
     where a second actor barely raised throughput (docs/perf/render.md). Core-seconds per render =
     ``render_s * render_cores``."""
     gen_s: float = Field(10.0, ge=0)
-    """Wall seconds to generate one step's completions (all groups)."""
+    """Wall seconds to generate one step's batch: its groups generate at once (one merged call, or
+    one replica each), so a batch's latency, set by its longest completion (``brushrl.plan.timing``)."""
     score_s: float = Field(0.2, ge=0)
     """Wall seconds to score one rendered sample (reward models), when scoring is serial."""
     learn_s: float = Field(2.0, ge=0)
-    """Wall seconds of one optimizer step plus the weight sync to the rollout engine."""
+    """Wall seconds of one optimizer step over a step's whole batch on ONE learner worker, with the
+    weight sync's own seconds (a LoRA adapter's save and load); ``learner.strategy: deepspeed`` splits
+    it over the workers (``brushrl.plan.timing.learner_share``), and the sync's wait for the
+    generation in flight is the model's ``gen_s`` term."""
     static_pass: float = Field(1.0, gt=0, le=1)
     """Share of completions that pass the static gate and so need a render."""
     startup_s: float = Field(120.0, ge=0)

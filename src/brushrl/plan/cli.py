@@ -13,7 +13,8 @@ from rich.table import Table
 from brushrl.config import BrushRLConfig, ConfigError, load_config
 from brushrl.plan.memory import MemoryPlan, build_memory_plan, format_parts
 from brushrl.plan.resources import ResourcePlan, build_plan
-from brushrl.plan.timing import SEEDS_RUN, RunEstimate, default_mode, estimate_run, estimates_from_run, seeds_h200_hours
+from brushrl.plan.timing import (SEEDS_RUN, RunEstimate, default_mode, estimate_run, estimates_from_run, learner_share,
+                                 seeds_h200_hours)
 
 
 def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
@@ -146,12 +147,19 @@ def run_check(args: argparse.Namespace) -> int:
     return 1 if errors or (args.strict and warnings) else 0
 
 
+#: What each term of ``brushrl.plan.timing.step_seconds`` means, for the ``step`` row.
+_BOUND = {"pipeline": "the pipeline: (gen + render + score + learn) / (max_staleness + 1)",
+          "learn": "the learner: learn", "gen": "generation: each weight sync waits for the batch generating",
+          "render": "render throughput: renders x render_s / concurrent", "score": "scoring: renders x score_s"}
+
+
 def estimate_table(est: RunEstimate, samples_per_step: int | None = None) -> Table:
     """A rich table of a run estimate; with ``samples_per_step``, the seeds' reproduction's
     H200-hours for as many samples beside it (``brushrl.plan.timing.SEEDS_RUN``)."""
     t = Table(title=f"{est.steps} steps, {est.mode} pipeline", title_justify="left", show_header=False)
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in est.stage_s.items())
-    t.add_row("step", f"{est.step_s:.0f} s ({est.step_s / 60:.1f} min): {stages}; rendering {100 * est.render_share:.0f}%")
+    t.add_row("step", f"{est.step_s:.0f} s ({est.step_s / 60:.1f} min), set by {_BOUND[est.bound]}")
+    t.add_row("one batch", f"{stages}; rendering {100 * est.render_share:.0f}%")
     t.add_row("wall time", f"{est.wall_h:.1f} h")
     for gpu, hours in est.gpu_hours.items():
         t.add_row(f"{gpu} GPU-hours", f"{hours:.1f} (every GPU of the nodes up)")
@@ -177,7 +185,7 @@ def run_plan(args: argparse.Namespace) -> int:
     try:
         cfg = _load(args.config, args.set, extra)
         if args.from_run:
-            measured = estimates_from_run(args.from_run, cfg.resources.estimates)
+            measured = estimates_from_run(args.from_run, cfg.resources.estimates, learner_share(cfg))
             cfg = cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"estimates": measured})})
     except (ConfigError, OSError, ValueError) as exc:
         print(exc)
@@ -189,7 +197,8 @@ def run_plan(args: argparse.Namespace) -> int:
     steps = args.steps or cfg.run.steps
     est = estimate_run(cfg, plan, steps, args.mode or default_mode(cfg))
     if args.json:
-        print(json.dumps({"steps": steps, "mode": est.mode, "step_s": est.step_s, "stage_s": est.stage_s,
+        print(json.dumps({"steps": steps, "mode": est.mode, "max_staleness": est.staleness, "bound": est.bound,
+                          "step_s": est.step_s, "stage_s": est.stage_s,
                           "wall_h": est.wall_h, "gpu_hours": est.gpu_hours,
                           "gpu_hours_reserved": est.gpu_hours_reserved, "node_hours": est.node_hours,
                           "seeds_h200_hours": seeds_h200_hours(steps, cfg.rollout.groups_per_step * cfg.rollout.group_size),
@@ -200,7 +209,9 @@ def run_plan(args: argparse.Namespace) -> int:
                   f"gen {e.gen_s:g} s/step, render {e.render_s:g} s, score {e.score_s:g} s/sample, "
                   f"learn {e.learn_s:g} s/step, startup {e.startup_s:g} s")
     why = "--mode" if args.mode else f"orchestrator.max_staleness {cfg.orchestrator.max_staleness}; --mode overrides"
-    console.print(f"pipeline: {est.mode} ({why})")
+    workers = cfg.learner.workers if cfg.learner.strategy == "deepspeed" else 1
+    console.print(f"pipeline: {est.mode} ({why}), modelled with max_staleness {est.staleness}; learn "
+                  f"{est.stage_s['learn']:g} s a step = learn_s x {learner_share(cfg):g} ({workers} learner worker(s))")
     console.print(estimate_table(est, cfg.rollout.groups_per_step * cfg.rollout.group_size))
     for w in plan.warnings:
         console.print(f"[bold yellow]warning[/]: {w}")
@@ -246,13 +257,13 @@ def register(sub) -> None:
     q.add_argument("--steps", type=int, help="learner steps (default: run.steps)")
     q.add_argument("--mode", choices=["sync", "async"], default=None,
                    help="sync: stages one after another (the trainer with orchestrator.max_staleness 0); "
-                        "async: renders and scoring overlap generation and learning (max_staleness >= 1). "
+                        "async: batches overlap within the staleness bound (max_staleness >= 1; at least 1). "
                         "Default: the config's trainer mode, async when orchestrator.max_staleness >= 1, "
                         "else sync"),
     q.add_argument("--from-run", metavar="RUN_DIR", help="take stage latencies measured by a run (runs/X)")
     q.add_argument("--render-s", type=float, help="wall seconds of one render")
     q.add_argument("--gen-s", type=float, help="generation seconds a step")
-    q.add_argument("--learn-s", type=float, help="optimizer step + weight sync seconds")
+    q.add_argument("--learn-s", type=float, help="one learner worker's optimizer step over the whole batch, seconds")
     q.add_argument("--score-s", type=float, help="scoring seconds a sample")
     q.add_argument("--renderers", type=int, help="renderer actors (render.num_actors)")
     q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
