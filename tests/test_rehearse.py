@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = Path(os.environ.get("BRUSHRL_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 HPSV3_PYTHON = Path(os.environ.get("BRUSHRL_HPSV3_PYTHON", ROOT / ".venv-hpsv3" / "bin" / "python"))
 #: What the override set may touch: placement, the policy and its sizes, the stand-ins' fields.
-ALLOWED = ("run.", "resources.", "policy.", "rollout.", "render.num_", "learner.num_cpus", "reward.hpsv3.",
-           "reward.judge.")
+ALLOWED = ("run.", "resources.", "policy.", "rollout.", "render.num_", "learner.num_cpus", "learner.strategy",
+           "learner.workers", "reward.hpsv3.", "reward.judge.")
 
 
 def _stand_ins(tmp: Path) -> StandIns:
@@ -41,7 +41,9 @@ def test_override_set_replaces_only_the_gpu_parts(name, tmp_path):
     assert all(k.startswith(ALLOWED) for k in overrides), [k for k in overrides if not k.startswith(ALLOWED)]
     reh = load_config(ROOT / f"configs/{name}.yaml", overrides)
     assert reh.reward.weights == cfg.reward.weights and reh.gate == cfg.gate and reh.orchestrator == cfg.orchestrator
-    assert reh.learner.model_copy(update={"num_cpus": 0}) == cfg.learner.model_copy(update={"num_cpus": 0})
+    placement = {"num_cpus": 0, "strategy": "single", "workers": 1}  # one learner: no GPU per worker here
+    assert reh.learner.model_copy(update=placement) == cfg.learner.model_copy(update=placement)
+    assert (reh.learner.strategy, reh.learner.workers, reh.rollout.replicas) == ("single", 1, 1)
     assert (reh.render.deadline_s, reh.render.gl_backend) == (cfg.render.deadline_s, cfg.render.gl_backend)
     assert all(getattr(reh.resources, a).num_gpus == 0 for a in ("learner", "rollout", "hpsv3", "judge"))
     assert build_memory_plan(reh).gpus == [] and build_plan(reh).errors == []

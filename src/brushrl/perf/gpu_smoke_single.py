@@ -355,7 +355,8 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
     Raises:
         MissingSupport: a module or model class is missing (before any model is built).
         RuntimeError: no CUDA device without ``dry``; a phase's own errors (e.g. ``torch.OutOfMemoryError``).
-        ValueError: ``learner.strategy`` is not ``single`` (this smoke is one process).
+        ValueError: ``learner.strategy: deepspeed`` with ZeRO-3 (this smoke is one process; a ZeRO-2
+            worker holds the whole weights and is measured as the single learner).
     """
     report = {} if report is None else report
     report.update(mode="dry" if dry else "gpu", config=str(config_path), phases=[])
@@ -371,8 +372,12 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
     policy_id, hpsv3_id = cfg.policy.model, hpsv3_base(cfg.reward.hpsv3)
     archs = [shipped_config(m)["architectures"][0] for m in (policy_id, hpsv3_id)]
     versions = check_environment(archs)
-    if cfg.learner.strategy != "single":
-        raise ValueError(f"learner.strategy {cfg.learner.strategy!r}: this smoke runs the single learner only")
+    if cfg.learner.strategy == "deepspeed" and cfg.learner.deepspeed.zero_stage != 2:
+        raise ValueError(f"learner.deepspeed.zero_stage {cfg.learner.deepspeed.zero_stage}: this smoke is one process; "
+                         "only a ZeRO-2 worker (whole weights) is measured, as the single learner")
+    # One ZeRO-2 worker's step over n sequences, without the reduce-scatter of the LoRA gradients: the
+    # single learner on the same model (learn_s is one worker's seconds, brushrl.plan.timing).
+    learner_cfg = cfg.learner.model_copy(update={"strategy": "single", "workers": 1})
     cuda = not dry
     if cuda and not torch.cuda.is_available():
         raise RuntimeError("no CUDA device: run with --dry on a machine without a GPU")
@@ -383,8 +388,9 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
 
     plan = build_memory_plan(cfg)
     by_name = {e.component: e for e in plan.estimates}
-    learner_est, hps_est = by_name.get("learner"), by_name.get("hpsv3")
-    row = next((r for r in plan.gpus if any(u.component == "learner" for u in r.uses)), None)
+    first = "learner" if "learner" in by_name else "learner[0]"  # the single learner or worker 0 (beside HPSv3)
+    learner_est, hps_est = by_name.get(first), by_name.get("hpsv3")
+    row = next((r for r in plan.gpus if any(u.component == first for u in r.uses)), None)
     step_sequences = cfg.rollout.groups_per_step * cfg.rollout.group_size
     n = sequences or cfg.learner.micro_batch_size
     prompt = (cfg.rollout.max_model_len - cfg.rollout.max_new_tokens if cfg.rollout.max_model_len
@@ -429,7 +435,7 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
         rec["experts_implementation"] = getattr(model.config.get_text_config(), "_experts_implementation", None)
     states_gib = sum(lp.get(k, 0.0) for k in ("weights", "grads", "optimizer")) or None
     with meter.phase("learner_init", plan_gib=states_gib) as rec:
-        learner = GRPOLearner(model, tokenizer, cfg.learner, cfg.run.steps, group_size=cfg.rollout.group_size,
+        learner = GRPOLearner(model, tokenizer, learner_cfg, cfg.run.steps, group_size=cfg.rollout.group_size,
                               max_completion_length=cfg.rollout.max_new_tokens, seed=cfg.run.seed,
                               micro_batch_size=cfg.learner.micro_batch_size,
                               truncated_is_clip=cfg.learner.truncated_is_clip)

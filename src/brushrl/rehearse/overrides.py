@@ -10,6 +10,10 @@ Every GPU part keeps its code path and gets a tiny stand-in; nothing else change
   (``rollout.python``), adapters synced through a folder of the work dir, a 2048-token context;
 * **sizes**: ``run.steps`` (3), ``rollout.group_size`` 3, ``rollout.groups_per_step`` 1,
   ``render.num_actors`` 1 and fractions of a CPU per actor (2 cores);
+* **parallelism**: one learner (``learner.strategy: single``) and one rollout engine
+  (``rollout.replicas`` 1): a GPU config's DeepSpeed learner workers and engine replicas take a GPU
+  each, and a 4-CPU rehearsal has no room for them (their code paths run on the CPU in
+  ``tests/test_learner_deepspeed.py`` and ``tests/test_vllm_replicas.py``);
 * **HPSv3** (when weighted): the hpsv3 env ``.venv-hpsv3`` on ``cpu`` with the tiny random HPSv3
   checkpoint built through hpsv3's own code (``scripts/make_tiny_hpsv3.py``), its tiny base VLM as
   ``reward.hpsv3.base_model``;
@@ -74,7 +78,8 @@ def rehearsal_overrides(cfg: BrushRLConfig, s: StandIns, steps: int = 3, ray_cpu
         "policy.sft": {"enabled": True, "variations": 1, "max_examples": 2, "epochs": 300, "batch_size": 2,
                        "lr": 0.003, "cache_dir": str(s.sft_cache)},
         "rollout.group_size": 3, "rollout.groups_per_step": 1, "rollout.max_new_tokens": 1024,
-        "rollout.max_num_seqs": None, "rollout.num_cpus": 0.5,
+        "rollout.max_num_seqs": None, "rollout.num_cpus": 0.5, "rollout.replicas": 1,
+        "learner.strategy": "single", "learner.workers": 1,
         "render.num_actors": 1, "render.num_cpus": 0.5, "learner.num_cpus": 0.5,
     }
     if cfg.rollout.backend == "vllm":
