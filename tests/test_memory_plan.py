@@ -16,6 +16,9 @@ from brushrl.plan.memory import build_memory_plan, learner_lora, learner_memory
 from brushrl.plan.models import SHIPPED, estimate_parameters, model_figures
 
 ROOT = Path(__file__).resolve().parents[1]
+#: configs/h200.yaml with one learner and one rollout engine: the shape the mechanism checks below
+#: were written against (the shipped file has 4 learner workers and 2 engines).
+ONE_LEARNER = {"learner.strategy": "single", "learner.workers": 1, "rollout.replicas": 1}
 
 
 @pytest.mark.parametrize("model", sorted(SHIPPED))
@@ -61,22 +64,25 @@ def test_h200_table_and_typed_figures():
     cfg = load_config(ROOT / "configs/h200.yaml")
     plan = build_memory_plan(cfg)
     assert plan.errors == [] and plan.warnings == []
-    assert _gpus(plan) == {"h200:0": ["learner", "hpsv3"], "h200:1": ["rollout"], "h200:2": ["judge[0]"],
-                           "h200:3": ["judge[1]"]}
+    # every GPU of the node placed: 4 learner workers (HPSv3 beside the first), 2 engines, 2 judges
+    assert _gpus(plan) == {"h200:0": ["learner[0]", "hpsv3"], "h200:1": ["learner[1]"], "h200:2": ["learner[2]"],
+                           "h200:3": ["learner[3]"], "h200:4": ["rollout[0]"], "h200:5": ["rollout[1]"],
+                           "h200:6": ["judge[0]"], "h200:7": ["judge[1]"]}
+    assert max(g.used_gib / g.total_gib for g in plan.gpus) <= cfg.resources.gpu_memory_warn
     est = {e.component: e for e in plan.estimates}
-    assert est["rollout"].used_gib == pytest.approx(0.9 * 143771 / 1024)  # vLLM takes its share
-    assert est["rollout"].derived_gib < est["rollout"].reserved_gib
+    assert est["rollout[0]"].used_gib == pytest.approx(0.9 * 143771 / 1024)  # vLLM takes its share
+    assert est["rollout[0]"].derived_gib < est["rollout[0]"].reserved_gib
     hps = est["hpsv3"]
     assert hps.typed_gib == 25.2 and hps.derived_gib < 25.2 and hps.used_gib == 25.2  # typed raises it
     low = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {"resources.learner.gpu_memory_gb": 10}))
-    learner = next(e for e in low.estimates if e.component == "learner")
+    learner = next(e for e in low.estimates if e.component == "learner[0]")
     assert learner.used_gib == learner.derived_gib > 10  # ... and never lowers it
 
 
 def test_second_bf16_35b_copy_on_a_full_gpu_fails_naming_it(capsys):
     """The rollout engine moved onto the learner's GPU (Ray's best fit puts a 0.25 share beside the
     learner's 0.75): its vLLM share of that GPU does not fit beside the learner's own 35B copy."""
-    over = {"resources.rollout.num_gpus": 0.25, "resources.hpsv3.num_gpus": 1}
+    over = {**ONE_LEARNER, "resources.rollout.num_gpus": 0.25, "resources.hpsv3.num_gpus": 1}
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", over))
     (err,) = plan.errors
     assert err.startswith("GPU h200:0 (H200, 140.4 GiB) over-subscribed: rollout needs 126.4 GiB")
@@ -89,8 +95,9 @@ def test_second_bf16_35b_copy_on_a_full_gpu_fails_naming_it(capsys):
 
 def test_vllm_share_below_its_weights_fails_with_the_fraction_it_needs():
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {"rollout.gpu_memory_utilization": 0.4}))
-    (err,) = plan.errors
-    assert err.startswith("rollout: vLLM would not start: its share 56.2 GiB") and "to >= 0.55" in err
+    assert len(plan.errors) == 2  # one per rollout replica
+    for i, err in enumerate(plan.errors):
+        assert err.startswith(f"rollout[{i}]: vLLM would not start: its share 56.2 GiB") and "to >= 0.52" in err
 
 
 def test_a_bf16_judge_does_not_fit_an_l40s_and_an_unknown_model_is_named():
@@ -111,7 +118,7 @@ def test_a_cpu_config_has_no_gpu_plan():
 def test_learner_memory_follows_the_deepspeed_strategy():
     """Per-worker learner memory: ZeRO-2 divides gradients and optimizer state by the workers,
     ZeRO-3 also the weights, offload takes the optimizer state off the GPU; activations stay."""
-    base = load_config(ROOT / "configs/h200.yaml")
+    base = load_config(ROOT / "configs/h200.yaml", ONE_LEARNER)
     fig = model_figures(base.policy.model)
     whole = learner_memory(fig, base)
 
@@ -137,7 +144,7 @@ def test_config_check_lists_every_learner_worker_with_its_shard():
     plan = build_memory_plan(cfg)
     rows = [e for e in plan.estimates if e.component.startswith("learner")]
     assert [e.component for e in rows] == [f"learner[{r}]" for r in range(4)]
-    single = [e for e in build_memory_plan(load_config(ROOT / "configs/h200.yaml")).estimates
+    single = [e for e in build_memory_plan(load_config(ROOT / "configs/h200.yaml", ONE_LEARNER)).estimates
               if e.component == "learner"][0]
     assert rows[0].parts["weights"] == pytest.approx(single.parts["weights"] / 4)
     assert rows[0].derived_gib < single.derived_gib
@@ -155,12 +162,12 @@ def _estimate(plan, component):
 
 
 def test_a_gpu_over_the_refuse_fraction_is_refused(capsys):
-    """The issue's 8x H100 plan: the learner alone (78.1 GiB) on an H100 of 79.6 is 0.98 of it, over
+    """The issue's 8x H100 plan: a learner worker alone (78.0 GiB) on an H100 of 79.6 is 0.98 of it, over
     resources.gpu_memory_refuse 0.95, although it fits the GPU's whole memory."""
     over = {"resources.nodes.h200.gpu_type": "H100", "resources.hpsv3.num_gpus": 1}
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", over))
     (err,) = [e for e in plan.errors if e.startswith("GPU h200:0 ")]
-    assert err.startswith("GPU h200:0 (H100, 79.6 GiB) planned at 78.1 GiB (learner 78.1) = 0.981 of its memory, "
+    assert err.startswith("GPU h200:0 (H100, 79.6 GiB) planned at 78.0 GiB (learner[0] 78.0) = 0.979 of its memory, "
                           "over resources.gpu_memory_refuse 0.95 (75.7 GiB)"), err
     assert main(["config", "check", str(ROOT / "configs/h200.yaml"), "--plan-only", "--set",
                  "resources.nodes.h200.gpu_type=H100", "--set", "resources.hpsv3.num_gpus=1", "--width", "400"]) == 1
@@ -168,18 +175,18 @@ def test_a_gpu_over_the_refuse_fraction_is_refused(capsys):
 
 
 def test_the_warn_band_warns_and_both_fractions_are_config_fields(capsys):
-    """The rollout engine's GPU at 0.93 of its memory: above gpu_memory_warn 0.90, below
-    gpu_memory_refuse 0.95, a warning (--strict fails on it); the fractions move the band."""
+    """The rollout engines' GPUs at 0.93 of their memory: above gpu_memory_warn 0.90, below
+    gpu_memory_refuse 0.95, a warning each (--strict fails on it); the fractions move the band."""
     cfg = {"rollout.gpu_memory_utilization": 0.93}
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", cfg))
     assert plan.errors == []
-    (warn,) = plan.warnings
-    assert warn.startswith("GPU h200:1 (H200, 140.4 GiB) planned at 130.6 GiB (rollout 130.6) = 0.930 of its "
+    warn, _ = plan.warnings
+    assert warn.startswith("GPU h200:4 (H200, 140.4 GiB) planned at 130.6 GiB (rollout[0] 130.6) = 0.930 of its "
                            "memory, over resources.gpu_memory_warn 0.9"), warn
     wider = load_config(ROOT / "configs/h200.yaml", {**cfg, "resources.gpu_memory_warn": 0.94})
     assert build_memory_plan(wider).warnings == []
     strict = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {**cfg, "resources.gpu_memory_refuse": 0.92}))
-    assert any(e.startswith("GPU h200:1 ") and "over resources.gpu_memory_refuse 0.92" in e for e in strict.errors)
+    assert any(e.startswith("GPU h200:4 ") and "over resources.gpu_memory_refuse 0.92" in e for e in strict.errors)
     args = ["config", "check", str(ROOT / "configs/h200.yaml"), "--plan-only",
             "--set", "rollout.gpu_memory_utilization=0.93"]
     assert main(args) == 0 and main([*args, "--strict"]) == 1
@@ -188,7 +195,7 @@ def test_the_warn_band_warns_and_both_fractions_are_config_fields(capsys):
     assert "resources.gpu_memory_warn 0.96 > resources.gpu_memory_refuse 0.95" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("field", "component"), [("rollout.gpu_memory_utilization", "rollout"),
+@pytest.mark.parametrize(("field", "component"), [("rollout.gpu_memory_utilization", "rollout[0]"),
                                                   ("reward.judge.serve.gpu_memory_utilization", "judge[0]")])
 def test_a_vllm_utilization_over_the_refuse_fraction_is_refused_naming_the_field(field, component):
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {field: 0.99}))
@@ -204,9 +211,9 @@ def test_the_rollout_engine_counts_its_lora_stacks():
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml"))
     lora = policy_lora("Qwen/Qwen3.5-35B-A3B", 16, "all-linear", False)
     assert lora.params == 16_250_880 and lora.source == "module tree"
-    assert _estimate(plan, "rollout").parts["lora buffers"] == pytest.approx(lora.params * 2 / 2**30)
+    assert _estimate(plan, "rollout[0]").parts["lora buffers"] == pytest.approx(lora.params * 2 / 2**30)
     assert _estimate(plan, "judge[0]").parts["lora buffers"] == 0  # the judge serves no adapter
-    assert "LoRA 16.3 M (module tree)" in _estimate(plan, "learner").note
+    assert "LoRA 16.3 M (module tree)" in _estimate(plan, "learner[0]").note
 
 
 def test_lora_falls_back_to_the_formula_where_transformers_cannot_build_the_model(tmp_path):
@@ -225,7 +232,7 @@ def test_lora_falls_back_to_the_formula_where_transformers_cannot_build_the_mode
     assert (lora.params, lora.source) == (fig.lora_parameters(16), "formula") and lora.params == 16 * 2 * (
         (64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64))  # q, k v, o, gate up, down per layer
     plan = build_memory_plan(cfg)
-    assert "(formula)" in _estimate(plan, "learner").note and not plan.warnings
+    assert "(formula)" in _estimate(plan, "learner[0]").note and not plan.warnings
     experts = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {"policy.model": str(tmp_path),
                                                                          "learner.lora.experts": True}))
     assert any(w.startswith("learner.lora.experts: no config to build") for w in experts.warnings), experts.warnings
@@ -275,11 +282,11 @@ def test_the_meta_tree_count_is_what_peft_trains_on_the_twin(twin_dirs, model_id
 
 
 def test_rollout_replicas_each_get_a_gpu_in_the_plans():
-    """``rollout.replicas: 3`` on the H200 node: three vLLM engines, one GPU each (GPUs 1-3, placed
-    before the judge servers, which move to 4 and 5); the resource plan counts 3 GPUs."""
+    """``rollout.replicas: 3`` on the H200 node with one learner: three vLLM engines, one GPU each (GPUs
+    1-3, placed before the judge servers, which move to 4 and 5); the resource plan counts 3 GPUs."""
     from brushrl.plan.resources import build_plan
 
-    cfg = load_config(ROOT / "configs/h200.yaml", {"rollout.replicas": 3})
+    cfg = load_config(ROOT / "configs/h200.yaml", {**ONE_LEARNER, "rollout.replicas": 3})
     plan = build_memory_plan(cfg)
     assert plan.errors == [], plan.errors
     assert _gpus(plan) == {"h200:0": ["learner", "hpsv3"], "h200:1": ["rollout[0]"], "h200:2": ["rollout[1]"],

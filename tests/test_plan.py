@@ -35,9 +35,10 @@ def test_shipped_configs_pass_config_check(name, capsys):
 def test_h200_and_cluster_shapes():
     h200 = build_plan(load_config(ROOT / "configs/h200.yaml"))
     (node,) = h200.nodes
-    assert node.gpu_type == "H200" and node.fixed == ["learner", "rollout", "2 judge", "scorer", "hpsv3"]
+    assert node.gpu_type == "H200" and node.fixed == ["4 learner", "2 rollout", "2 judge", "scorer", "hpsv3"]
     gpus = {a.actor: a.gpus * a.count for a in h200.actors}
-    assert gpus == {"learner": 0.75, "rollout": 1, "judge": 2, "scorer": 0, "hpsv3": 0.25, "renderer": 0}
+    assert gpus == {"learner": 3, "rollout": 2, "judge": 2, "scorer": 0, "hpsv3": 0.25, "renderer": 0}
+    assert sum(gpus.values()) == 7.25  # every GPU of the 8 holds an actor; GPUs 1-3 keep a 0.25 share free
     cluster = build_plan(load_config(ROOT / "configs/cluster.yaml"))
     kinds = {a.actor: a.node for a in cluster.actors}
     assert kinds == {"learner": "gpu_learner", "rollout": "gpu_learner", "judge": "gpu_scorer", "scorer": "gpu_scorer",
@@ -61,9 +62,10 @@ def test_renderers_per_node_and_autoscaled_nodes():
 def test_renderers_share_a_node_with_the_fixed_actors():
     cfg = load_config(ROOT / "configs/h200.yaml", {"render.num_actors": 100})
     plan = build_plan(cfg)
-    # 192 vCPU - learner 8 - rollout 2 - 2 judge servers x 1 - judge client 0.25 - hpsv3 1 = 178.75: 89 of 2 CPUs.
-    assert plan.renderers_placed == 89
-    assert any("only 89 of render.num_actors=100" in w for w in plan.warnings)
+    # 192 vCPU - 4 learner workers x 8 - 2 rollout replicas x 2 - 2 judge servers x 1 - judge client 0.25
+    # - hpsv3 1 = 152.75: 76 of 2 CPUs.
+    assert plan.renderers_placed == 76
+    assert any("only 76 of render.num_actors=100" in w for w in plan.warnings)
 
 
 def test_slow_renders_warn_that_the_learner_waits(capsys):
