@@ -482,8 +482,46 @@ REWARD_PRESETS: dict[str, dict[str, float]] = {
     "hps_led": {"gate": 0.05, "length": 0.05, "hpsv3": 0.60, "judge": 0.30},
     "hps_only": {"gate": 0.05, "length": 0.05, "hpsv3": 0.90},
 }
-#: Components that the gate/length code computes; every other weighted component is a scorer actor.
-REWARD_COMPONENTS = ("gate", "length", "pool_similarity", "hpsv3", "judge")
+#: Every reward component. ``gate`` and ``length`` are computed by the producer; every other weighted
+#: one by a scorer actor. ``subject`` and ``novelty`` are in no preset (weight 0: off).
+REWARD_COMPONENTS = ("gate", "length", "pool_similarity", "subject", "novelty", "hpsv3", "judge")
+#: The components one pool scorer actor gives together, from one load of the reference pool and one
+#: computation of each painting's features (``brushrl.reward.actor.PoolScorerActor``, actor ``pool``).
+POOL_COMPONENTS = ("pool_similarity", "subject", "novelty")
+#: That actor's name among a run's scorer actors (``RewardActors.scorers``).
+POOL_ACTOR = "pool"
+
+
+class SubjectConfig(_Section):
+    """The ``subject`` reward component (``brushrl.reward.painting_metrics.subject_values``): the
+    probability of the prompt's own subject under a softmax, over the reference pool's subjects
+    (``reward.pool``), of the painting's resemblance to each subject's references; the
+    discriminability reward of Luo et al. (CVPR 2018, arXiv 1803.04376). A prompt naming no pool
+    subject gives None (cause ``unknown_subject``: excluded and counted, never 0); a copy of a pool
+    image 0. Off unless ``reward.weights.subject`` > 0 (docs/reward.md, "subject and novelty")."""
+
+    temperature: float = Field(0.1, gt=0)
+    """Softmax temperature, in units of resemblance (in [0, 1]). 0.1: on the starter pool's
+    references re-painted turned, scaled and moved (``python -m brushrl.reward.painting_metrics``,
+    ``reward.temperature``) the slope ``p (1 - p) / T`` of the value in the painting's own-subject
+    resemblance peaks there for the median painting (2.12; 0.91 at 0.05, 1.10 at 0.2): an honest
+    painting sits mid-range (median 0.69, 0.37-0.90), not saturated at 1 as at 0.02 or flat near
+    chance (1/16) as at 0.3."""
+
+
+class NoveltyConfig(_Section):
+    """The ``novelty`` reward component (``brushrl.reward.painting_metrics.novelty``): per painting,
+    ``min(1, (1 - r) / distinct)`` with r its largest resemblance to any *other* passing painting of
+    its group (the GRPO group: one prompt's replies), so duplicates score 0. Off unless
+    ``reward.weights.novelty`` > 0 (docs/reward.md, "subject and novelty")."""
+
+    distinct: float = Field(0.3, gt=0, le=1)
+    """Distance ``1 - resemblance`` from which two paintings count as different (novelty 1); below
+    it novelty falls linearly to 0 at identical. 0.3: a starter-pool reference moved by 3 thumbnail
+    pixels is 0.22-0.36 away from itself (median 0.28), two re-posings of it 0.19-0.60 (median
+    0.29): a painting at least as far from every group-mate as the same flower re-posed gets full
+    credit, and being any further (other subjects are 0.22-0.95 apart) earns nothing more. 1: the
+    plain ``1 - r``."""
 
 
 class CriticConfig(_Section):
@@ -530,11 +568,16 @@ class RewardConfig(_Section):
     preset: Literal["cpu", "judge_led", "hps_led", "hps_only"] = "cpu"
     """Weight preset (``REWARD_PRESETS``); used when ``weights`` is not given."""
     weights: dict[str, float] | None = None
-    """Reward component -> weight (gate, length, pool_similarity, hpsv3, judge); None: the preset's.
-    Total = sum(weight * component) for a gated sample, 0 if gated out. A component with weight > 0
-    that is a scorer starts that scorer's actor."""
+    """Reward component -> weight (gate, length, pool_similarity, subject, novelty, hpsv3, judge);
+    None: the preset's. Total = sum(weight * component) for a gated sample, 0 if gated out. A
+    component with weight > 0 that is a scorer starts that scorer's actor (one ``pool`` actor for
+    pool_similarity, subject and novelty together)."""
     length: LengthConfig = Field(default_factory=LengthConfig)
     pool: PoolScorerConfig = Field(default_factory=PoolScorerConfig)
+    subject: SubjectConfig = Field(default_factory=SubjectConfig)
+    """The ``subject`` component (weight ``weights.subject``; its references: ``pool``)."""
+    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+    """The ``novelty`` component (weight ``weights.novelty``)."""
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     hpsv3: HPSv3Config = Field(default_factory=HPSv3Config)
     critic: CriticConfig = Field(default_factory=CriticConfig)
@@ -573,7 +616,13 @@ class RewardConfig(_Section):
     @property
     def scorers(self) -> list[str]:
         """Weighted scorer components (those needing an actor), in a fixed order."""
-        return [c for c in ("pool_similarity", "hpsv3", "judge") if (self.weights or {}).get(c)]
+        return [c for c in (*POOL_COMPONENTS, "hpsv3", "judge") if (self.weights or {}).get(c)]
+
+    @property
+    def pool_components(self) -> tuple[str, ...]:
+        """The weighted components of ``POOL_COMPONENTS``, which the one pool scorer actor gives
+        (empty: no pool actor is started)."""
+        return tuple(c for c in POOL_COMPONENTS if (self.weights or {}).get(c))
 
 
 class LoraConfig(_Section):
@@ -887,7 +936,7 @@ class ResourcesConfig(_Section):
     learner: ActorPlacement = Field(default_factory=ActorPlacement)
     rollout: ActorPlacement = Field(default_factory=ActorPlacement)
     scorer: ActorPlacement = Field(default_factory=ActorPlacement)
-    """The CPU pool-similarity scorer (``reward.weights.pool_similarity``)."""
+    """The CPU pool scorer (``reward.weights`` of pool_similarity, subject or novelty)."""
     hpsv3: ActorPlacement = Field(default_factory=ActorPlacement)
     """The HPSv3 scorer actor (``reward.weights.hpsv3``); e.g. ``num_gpus: 1`` with ``reward.hpsv3.device: cuda``."""
     judge: ActorPlacement = Field(default_factory=ActorPlacement)

@@ -43,7 +43,8 @@ _PASS_COLOUR, _NONE_COLOUR = "#3a7d44", "#9a9a9a"
 _REASON_COLOURS = ("#c0392b", "#e67e22", "#8e44ad", "#2c7fb8", "#d4ac0d", "#a04000", "#17a589", "#cb4335",
                    "#5d6d7e", "#af7ac5", "#f1948a", "#76448a")
 
-_COLOURS = {"total": "#222", "gate": "#888", "length": "#49a", "pool_similarity": "#c63"}
+_COLOURS = {"total": "#222", "gate": "#888", "length": "#49a", "pool_similarity": "#c63", "subject": "#84c",
+            "novelty": "#2a8"}
 
 
 def reward_curve_svg(metrics: list[dict], width: int = 640, height: int = 240) -> str:

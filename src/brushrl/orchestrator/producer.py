@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import ray
 
-from brushrl.config import BrushRLConfig
+from brushrl.config import POOL_ACTOR, BrushRLConfig
 from brushrl.gate import InfraRender, check_runtime, check_static
 from brushrl.prompts import sample_prompts
 from brushrl.reward import combine, length_score
@@ -95,8 +95,9 @@ class GroupProducer:
             ``revise.remote(requests) -> list[Completion]`` for revision).
         render_pool: a ``brushrl.render.pool.RenderPool`` (``await render(code, seed)``).
         scorers: scorer name -> actor implementing ``GroupScorer.score_group`` (or one actor, taken
-            as ``pool_similarity``); called concurrently through a ``ScorerSet``. They draw their
-            references themselves from the group seed.
+            as ``pool_similarity``); the pool scorer actor (``POOL_ACTOR``) gives
+            ``reward.pool_components`` in one call. Called concurrently through a ``ScorerSet``.
+            They draw their references themselves from the group seed.
         rng: the prompt/seed random generator (the orchestrator owns its state).
         critic: the critic actor (``critique.remote(samples, prompt, seed) -> list[Critique]``,
             ``brushrl.reward.actor.CriticActor``); required for ``rollout.turns`` > 1.
@@ -108,7 +109,8 @@ class GroupProducer:
         self.render_pool = render_pool
         if not isinstance(scorers, dict):
             scorers = {"pool_similarity": scorers}
-        self.scorers = ScorerSet(scorers, cfg.reward.scorer_timeout_s, cfg.reward.max_scorer_failures)
+        self.scorers = ScorerSet(scorers, cfg.reward.scorer_timeout_s, cfg.reward.max_scorer_failures,
+                                 components={POOL_ACTOR: cfg.reward.pool_components})
         self.rng = rng
         self.critic = critic
         #: Id of the next ticket (the prompt cursor: tickets drawn so far; checkpointed with ``rng``).

@@ -187,7 +187,7 @@ def reward_actor_asks(cfg: BrushRLConfig) -> list[tuple[str, float, int]]:
     (``rollout.turns`` > 1) on ``resources.scorer``, with the judge servers for the judge critic."""
     rew, out = cfg.reward, []
     critic = cfg.rollout.turns > 1
-    if "pool_similarity" in rew.scorers:
+    if rew.pool_components:  # one pool scorer actor for pool_similarity, subject and novelty
         out.append(("scorer", SCORER_NUM_CPUS, 1))
     if critic:
         out.append(("scorer", SCORER_NUM_CPUS, 1))

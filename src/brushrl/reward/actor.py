@@ -11,7 +11,8 @@ from typing import Callable, Sequence
 
 import ray
 
-from brushrl.config import ActorPlacement, JudgeConfig, PoolScorerConfig, ResourcesConfig, RewardConfig
+from brushrl.config import (POOL_ACTOR, POOL_COMPONENTS, ActorPlacement, JudgeConfig, NoveltyConfig,
+                            PoolScorerConfig, ResourcesConfig, RewardConfig, SubjectConfig)
 from brushrl.plan.resources import SCORER_NUM_CPUS, ray_options
 from brushrl.pool import ReferencePool
 from brushrl.reward.base import ScoreOut
@@ -19,25 +20,96 @@ from brushrl.reward.pool_scorer import PoolSimilarityScorer
 
 
 class PoolScorerActor:
-    """Loads the reference pool once and scores batches of PNGs against chosen references."""
+    """Loads the reference pool once and scores batches of PNGs against chosen references; gives
+    ``pool_similarity``, and ``subject`` and ``novelty`` (``brushrl.reward.painting_metrics``) from
+    the same features, in one call (:meth:`score_components`).
 
-    def __init__(self, cfg: PoolScorerConfig):
+    Args:
+        cfg: ``reward.pool``.
+        subject: ``reward.subject``; None: this actor does not give ``subject``. Given, the pool's
+            subjects are loaded here, so a pool with none fails the actor's start (named by
+            ``RewardActors.wait_loaded`` before step 1) rather than scoring None every step.
+        novelty: ``reward.novelty`` (None: its defaults).
+    """
+
+    def __init__(self, cfg: PoolScorerConfig, subject: SubjectConfig | None = None,
+                 novelty: NoveltyConfig | None = None):
+        from brushrl.reward.painting_metrics import PoolSubjects
+
         self.cfg = cfg
         self.pool = ReferencePool(cfg.path)
         self.scorer = PoolSimilarityScorer(self.pool.entries, cfg.tiers, cfg.copy_min_corr)
+        self.subject_cfg, self.novelty_cfg = subject, novelty or NoveltyConfig()
+        self.subjects = PoolSubjects.of_scorer(self.scorer) if subject is not None else None
 
     def score_many(self, pngs: list[bytes], ref_ids: list[str]) -> list[tuple[float, dict[str, float]] | None]:
         """See ``PoolSimilarityScorer.score_many``."""
         return self.scorer.score_many(pngs, ref_ids)
 
-    def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
-        """``GroupScorer``: against the pool images of the prompt's subject
+    def references(self, prompt: str, seed: int) -> list[str]:
+        """``pool_similarity``'s references: the pool images of the prompt's subject
         (``PoolSimilarityScorer.subject_references``), else ``refs_per_tier`` per tier drawn with the
-        group seed; raw = the score's terms (palette, shape, composition, coverage, layering, copy)."""
-        refs = self.scorer.subject_references(prompt) or [
+        group seed."""
+        return self.scorer.subject_references(prompt) or [
             e.id for e in self.pool.sample(list(self.cfg.tiers), self.cfg.refs_per_tier, seed)]
+
+    def score_group(self, pngs: Sequence[bytes], prompt: str, seed: int) -> list[ScoreOut]:
+        """``GroupScorer`` (``pool_similarity`` alone): against :meth:`references`; raw = the score's
+        terms (palette, shape, composition, coverage, layering, copy)."""
         return [ScoreOut(v[0], v[1]) if v is not None else ScoreOut(None, cause="bad_image")
-                for v in self.score_many(list(pngs), refs)]
+                for v in self.score_many(list(pngs), self.references(prompt, seed))]
+
+    def score_components(self, pngs: Sequence[bytes], prompt: str, seed: int,
+                         components: Sequence[str]) -> dict[str, list[ScoreOut]]:
+        """Several components of one group at once (``ScorerSet`` calls this for the pool actor):
+        each PNG's features and copy correlation are computed once for all of them.
+
+        Args:
+            components: a subset of ``POOL_COMPONENTS``.
+
+        Returns:
+            component -> one ``ScoreOut`` per PNG (an unreadable PNG: None, cause ``bad_image``):
+            ``pool_similarity`` as :meth:`score_group`; ``subject`` and ``novelty`` as
+            ``painting_metrics.subject_values`` / ``novelty_values`` (novelty among this call's PNGs:
+            the group's passing paintings).
+
+        Raises:
+            ValueError: a component this actor does not give (``subject`` needs the actor started
+                with a ``SubjectConfig``).
+        """
+        from brushrl.reward.painting_metrics import novelty_values, subject_values
+        from brushrl.reward.pool_scorer import image_features
+
+        unknown = [c for c in components if c not in POOL_COMPONENTS or (c == "subject" and self.subjects is None)]
+        if unknown:
+            raise ValueError(f"the pool scorer actor does not give {unknown}")
+        feats, copies = [], []
+        for png in pngs:
+            try:
+                f, c = image_features(png), self.scorer.copy_correlation(png)
+            except Exception:  # noqa: BLE001 - one bad image must not fail its group
+                f, c = None, None
+            feats.append(f)
+            copies.append(c)
+        out: dict[str, list[ScoreOut]] = {}
+        if "pool_similarity" in components:
+            refs = self.references(prompt, seed)
+            out["pool_similarity"] = [self._pool_similarity(f, c, refs) for f, c in zip(feats, copies)]
+        if "subject" in components:
+            out["subject"] = subject_values(self.subjects, feats, copies, prompt, self.subject_cfg.temperature)
+        if "novelty" in components:
+            out["novelty"] = novelty_values(feats, self.novelty_cfg.distinct)
+        return out
+
+    def _pool_similarity(self, f, copy: float | None, refs: list[str]) -> ScoreOut:
+        """``pool_similarity`` of a painting's features (None: unreadable; as ``score_many``, a
+        failure is ``bad_image``, not raised)."""
+        if f is None:
+            return ScoreOut(None, cause="bad_image")
+        try:
+            return ScoreOut(*self.scorer.score_features(f, copy, refs))
+        except Exception:  # noqa: BLE001 - one bad image must not fail its group
+            return ScoreOut(None, cause="bad_image")
 
 
 class JudgeActor:
@@ -120,11 +192,14 @@ class CriticActor:
         return self.critic.critique(samples, prompt, seed)
 
 
-def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = SCORER_NUM_CPUS, placement: ActorPlacement | None = None):
+def make_scorer_actor(cfg: PoolScorerConfig, num_cpus: float = SCORER_NUM_CPUS, placement: ActorPlacement | None = None,
+                      subject: SubjectConfig | None = None, novelty: NoveltyConfig | None = None):
     """Start a ``PoolScorerActor`` (restarted by Ray if it dies) with ``num_cpus`` logical CPUs and
-    what ``placement`` (e.g. ``cfg.resources.scorer``) asks for."""
+    what ``placement`` (e.g. ``cfg.resources.scorer``) asks for; ``subject`` / ``novelty``: as the
+    actor's arguments."""
     options = ray_options(placement) if placement is not None else {}
-    return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1, **options)(PoolScorerActor).remote(cfg)
+    return ray.remote(num_cpus=num_cpus, max_restarts=-1, max_task_retries=1, **options)(PoolScorerActor).remote(
+        cfg, subject, novelty)
 
 
 @dataclass
@@ -195,13 +270,14 @@ class RewardActors:
 def start_reward_actors(cfg: RewardConfig, resources: ResourcesConfig | None = None,
                         log_dir: str | None = None, critic_template: str | None = None,
                         canvas_size: int = 600) -> RewardActors:
-    """Start one actor per weighted scorer component (``cfg.scorers``), and the judge servers when
-    brushrl serves the judge (``cfg.judge.serve``) for the judge scorer or the judge critic,
-    without waiting for them. With ``critic_template`` (``prompts.template``; multi-turn revision)
-    also the :class:`CriticActor` of ``cfg.critic`` for ``canvas_size`` pixel canvases, on
-    ``resources.scorer``.
+    """Start one actor per weighted scorer (``cfg.scorers``; the components of ``POOL_COMPONENTS``
+    share one, named ``POOL_ACTOR``, which gives ``cfg.pool_components``; none weighted: none
+    started), and the judge servers when brushrl serves the judge (``cfg.judge.serve``) for the
+    judge scorer or the judge critic, without waiting for them. With ``critic_template``
+    (``prompts.template``; multi-turn revision) also the :class:`CriticActor` of ``cfg.critic`` for
+    ``canvas_size`` pixel canvases, on ``resources.scorer``.
 
-    Placement (``resources``; None: the defaults, nothing asked beyond CPUs): ``pool_similarity`` and
+    Placement (``resources``; None: the defaults, nothing asked beyond CPUs): the pool scorer and
     the judge's client on ``resources.scorer``; the judge servers (``serve.replicas``), or the
     in-process judge (``backend: transformers``), on ``resources.judge``; HPSv3 on ``resources.hpsv3``
     in its own env (``brushrl.reward.hpsv3``). ``log_dir``: where the judge servers write their logs.
@@ -213,10 +289,12 @@ def start_reward_actors(cfg: RewardConfig, resources: ResourcesConfig | None = N
         from brushrl.reward.judge_server import start_judge_servers
 
         out.servers = start_judge_servers(cfg.judge, res.judge, log_dir)
+    if cfg.pool_components:
+        out.scorers[POOL_ACTOR] = make_scorer_actor(
+            cfg.pool, placement=res.scorer, subject=cfg.subject if "subject" in cfg.pool_components else None,
+            novelty=cfg.novelty)
     for name in cfg.scorers:
-        if name == "pool_similarity":
-            out.scorers[name] = make_scorer_actor(cfg.pool, placement=res.scorer)
-        elif name == "judge":
+        if name == "judge":
             placement = res.judge if cfg.judge.backend == "transformers" else res.scorer
             out.scorers[name] = ray.remote(num_cpus=SCORER_NUM_CPUS, max_restarts=-1, **ray_options(placement))(
                 JudgeActor).remote(cfg.judge, cfg.pool.path, None, out.servers or None)

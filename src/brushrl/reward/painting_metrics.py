@@ -25,8 +25,26 @@ subject. These three numbers, from the pool scorer's own image features
   threshold at which the pool scorer scores it 0. It is measured here too because the eval's
   reward may not include the pool scorer (HPSv3 and judge presets).
 
-``python -m brushrl.reward.painting_metrics [POOL]`` measures their range on a pool itself (the
-figures in docs/reward.md).
+The same features give two reward components (off by default; the pool scorer actor,
+:class:`brushrl.reward.actor.PoolScorerActor`, computes them; docs/reward.md "subject and novelty"):
+
+* ``subject`` (:func:`subject_values`): the discriminability reward of Luo et al., "Discriminability
+  objective for training descriptive captions" (CVPR 2018, arXiv 1803.04376), which rewards a
+  caption by how well a retrieval model picks its own image out of distractors. Here the
+  distractors are the pool's other subjects: ``softmax(subject_scores(f) / temperature)`` over the
+  pool's subjects, the value the probability of the prompt's own subject. It is high only when the
+  painting resembles its own subject *more than the others*, which ``pool_similarity`` (resemblance
+  to the subject's references alone) does not ask. Its mean over a painting's possible subjects is
+  ``1 / subjects`` whatever the painting, so a policy that paints one flower for every subject
+  earns chance on average. A copy of a pool image scores 0 (the copy guard, as ``pool_similarity``).
+* ``novelty`` (:func:`novelty`): per painting of a group (one prompt's passing paintings),
+  ``min(1, (1 - max resemblance to any *other* painting of the group) / distinct)``: 0 for a
+  painting another one duplicates, 1 from ``distinct`` on (a near-duplicate penalty that does not
+  pay for being ever more different, which would pull away from the subject).
+
+``python -m brushrl.reward.painting_metrics [POOL]`` measures the ranges of the three measures
+(``measures``) and of the two components (``reward``) on a pool itself (the figures in
+docs/reward.md).
 """
 
 from __future__ import annotations
@@ -42,6 +60,7 @@ import numpy as np
 from PIL import Image
 
 from brushrl.pool.store import PoolEntry, ReferencePool
+from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import ImageFeatures, PoolSimilarityScorer, image_features, resemblance, subject_key
 
 
@@ -69,17 +88,35 @@ class PoolSubjects:
     """
 
     def __init__(self, entries: list[PoolEntry], tier_values: dict[str, float], copy_min_corr: float = 0.9):
-        self.copy_min_corr = copy_min_corr
-        self._guard = PoolSimilarityScorer(entries, tier_values, copy_min_corr)
+        self._init(PoolSimilarityScorer(entries, tier_values, copy_min_corr))
+
+    @classmethod
+    def of_scorer(cls, scorer: PoolSimilarityScorer) -> "PoolSubjects":
+        """The subjects of a pool scorer already loaded (its cached reference features and copy
+        thumbnails; the pool scorer actor loads the pool once for every component). Raises as the
+        constructor."""
+        self = cls.__new__(cls)
+        self._init(scorer)
+        return self
+
+    def _init(self, scorer: PoolSimilarityScorer) -> None:
+        self.copy_min_corr = scorer.copy_min_corr
+        self._guard = scorer
         refs: dict[str, list[tuple[float, ImageFeatures]]] = {}
-        for e in self._guard.entries:  # the scored tiers' references, their features cached by the scorer
+        for e in scorer.entries:  # the scored tiers' references, their features cached by the scorer
             if e.prompt:
-                refs.setdefault(subject_key(e.prompt), []).append((tier_values[e.tier], self._guard.reference_features(e.id)))
+                refs.setdefault(subject_key(e.prompt), []).append(
+                    (scorer.tier_values[e.tier], scorer.reference_features(e.id)))
         if not refs:
             raise ValueError("no pool reference of a scored tier has a subject")
         self.refs = refs
         #: Subjects in pool order (ties of :meth:`nearest_subject` go to the first).
         self.subjects = list(refs)
+
+    @property
+    def scorer(self) -> PoolSimilarityScorer:
+        """The pool scorer whose features and copy guard these measures use."""
+        return self._guard
 
     @classmethod
     def from_config(cls, pool_cfg) -> "PoolSubjects":
@@ -99,19 +136,104 @@ class PoolSubjects:
         """The subject (``subject_key`` form) that ``f`` resembles most."""
         return self.subjects[int(np.argmax(self.subject_scores(f)))]
 
+    def subject_of(self, prompt: str) -> str | None:
+        """The pool subject (``subject_key`` form) that ``prompt`` names, the one whose references
+        the pool scorer scores it against (``PoolSimilarityScorer.named_subjects``: the longest pool
+        subject found in it); None when it names none, or several."""
+        named = self._guard.named_subjects(prompt)
+        return named[0] if len(named) == 1 else None
+
+    def subject_probabilities(self, f: ImageFeatures, temperature: float) -> np.ndarray:
+        """float64 ``[subjects]``: ``softmax(subject_scores(f) / temperature)``, summing to 1."""
+        z = self.subject_scores(f) / temperature
+        p = np.exp(z - z.max())
+        return p / p.sum()
+
+    def copy_correlation(self, png: bytes) -> float:
+        """The copy guard's largest correlation c in [-1, 1] of ``png`` with any pool image
+        (``PoolSimilarityScorer.copy_correlation``; module docstring)."""
+        return self._guard.copy_correlation(png)
+
     def copy_distance(self, png: bytes) -> float:
         """``1 - c`` in [0, 2], c the copy guard's largest correlation with any pool image (module docstring)."""
-        return max(0.0, 1.0 - self._guard.copy_correlation(png))  # a correlation of 1 + rounding is 0
+        return max(0.0, 1.0 - self.copy_correlation(png))  # a correlation of 1 + rounding is 0
 
     def is_copy(self, distance: float) -> bool:
         """Whether a copy distance is at or below the copy threshold (``c >= copy_min_corr``)."""
         return 1.0 - distance >= self.copy_min_corr
 
 
+def resemblances(features: list[ImageFeatures]) -> np.ndarray:
+    """float64 ``[n, n]``: ``resemblance`` of every pair of ``features`` (symmetric; the diagonal,
+    a painting with itself, is NaN)."""
+    n = len(features)
+    out = np.full((n, n), np.nan)
+    for i, j in combinations(range(n), 2):
+        out[i, j] = out[j, i] = resemblance(features[i], features[j])
+    return out
+
+
 def diversity(features: list[ImageFeatures]) -> float | None:
     """Mean ``1 - resemblance`` in [0, 1] over the pairs of ``features``; None for fewer than two."""
-    pairs = [1.0 - resemblance(a, b) for a, b in combinations(features, 2)]
-    return sum(pairs) / len(pairs) if pairs else None
+    r = resemblances(features)
+    pairs = 1.0 - r[np.triu_indices(len(features), 1)]
+    return float(pairs.mean()) if len(pairs) else None
+
+
+def nearest_resemblance(features: list[ImageFeatures]) -> list[float]:
+    """Per painting, its largest ``resemblance`` in [0, 1] to any *other* of ``features`` (0 alone)."""
+    return [float(np.nanmax(row)) if len(row) > 1 else 0.0 for row in resemblances(features)]
+
+
+def novelty(features: list[ImageFeatures], distinct: float = 1.0) -> list[float]:
+    """Per painting of one group, ``min(1, (1 - r) / distinct)`` in [0, 1], r its
+    :func:`nearest_resemblance` (a painting alone in its group: r = 0, so 1). Identical paintings:
+    0; ``distinct`` 1: the plain ``1 - r``."""
+    return [min(1.0, (1.0 - r) / distinct) for r in nearest_resemblance(features)]
+
+
+def subject_values(pool: PoolSubjects, features: list[ImageFeatures | None], copies: list[float | None],
+                   prompt: str, temperature: float) -> list[ScoreOut]:
+    """The ``subject`` reward component (module docstring) of each painting of a group.
+
+    Args:
+        features: each painting's features (None: the PNG could not be read).
+        copies: each painting's copy-guard correlation (``PoolSimilarityScorer.copy_correlation``;
+            None with a None feature).
+        prompt: the group's prompt; its subject is :meth:`PoolSubjects.subject_of`.
+        temperature: the softmax temperature (``reward.subject.temperature``).
+
+    Returns:
+        One ``ScoreOut`` a painting: value = the probability of the prompt's subject, 0 for a copy
+        (``c >= copy_min_corr``); raw ``own`` (its resemblance to its own subject) and ``rival`` (the
+        largest to another). None with cause ``unknown_subject`` for every painting when the prompt
+        names no pool subject (or several): not a fault of the painting, so excluded and counted like
+        an infrastructure failure, never 0; ``bad_image`` for an unreadable PNG.
+    """
+    subject = pool.subject_of(prompt)
+    if subject is None:
+        return [ScoreOut(None, cause="unknown_subject") for _ in features]
+    own = pool.subjects.index(subject)
+    out = []
+    for f, c in zip(features, copies):
+        if f is None:
+            out.append(ScoreOut(None, cause="bad_image"))
+            continue
+        scores = pool.subject_scores(f)
+        p = float(pool.subject_probabilities(f, temperature)[own])
+        rival = float(np.delete(scores, own).max()) if len(scores) > 1 else 0.0
+        out.append(ScoreOut(0.0 if c >= pool.copy_min_corr else p, {"own": float(scores[own]), "rival": rival}))
+    return out
+
+
+def novelty_values(features: list[ImageFeatures | None], distinct: float) -> list[ScoreOut]:
+    """The ``novelty`` reward component (:func:`novelty`) of each painting of a group, among the
+    group's readable paintings; raw ``nearest`` (its :func:`nearest_resemblance`). None with cause
+    ``bad_image`` for an unreadable PNG."""
+    ok = [i for i, f in enumerate(features) if f is not None]
+    nearest = dict(zip(ok, nearest_resemblance([features[i] for i in ok])))
+    return [ScoreOut(min(1.0, (1.0 - nearest[i]) / distinct), {"nearest": nearest[i]}) if i in nearest
+            else ScoreOut(None, cause="bad_image") for i in range(len(features))]
 
 
 def measure(pool: PoolSubjects, paintings: list[Painting]) -> dict:
@@ -186,6 +308,19 @@ MOVES = ((8.0, 20, -12, 0.9), (-6.0, -16, 10, 0.85), (12.0, 0, 0, 0.8), (-10.0, 
 SHIFT = (0.0, 24, 16, 1.0)
 
 
+def _cases(pool: PoolSubjects, entries: list[PoolEntry], seed: int) -> dict[str, list[Painting]]:
+    """:func:`pool_ranges`'s cases, by name."""
+    scored = [e for e in entries if subject_key(e.prompt or "") in pool.refs]
+    refs = [Painting(e.prompt, e.path.read_bytes(), e.prompt) for e in scored]
+    moved = [Painting(p.subject, _moved(p.png, *m), p.subject) for p in refs for m in MOVES]
+    labels = [p.subject for p in moved]
+    random.Random(seed).shuffle(labels)
+    return {"references": refs, "one_prompt": [Painting(p.subject, p.png, "one") for p in refs],
+            "shifted": [Painting(p.subject, _moved(p.png, *SHIFT), p.subject) for p in refs],
+            "moved": moved, "shuffled": [Painting(s, p.png, p.prompt) for s, p in zip(labels, moved)],
+            "collapsed": [Painting(p.subject, moved[0].png, p.prompt) for p in moved]}
+
+
 def pool_ranges(pool: PoolSubjects, entries: list[PoolEntry], seed: int = 0) -> dict:
     """The measures on the pool itself, for reading an evaluation's (docs/reward.md). Cases:
 
@@ -205,18 +340,7 @@ def pool_ranges(pool: PoolSubjects, entries: list[PoolEntry], seed: int = 0) -> 
         ``{case: {"fidelity", "chance", "diversity_mean", "copy_distance_min", "copy_distance_median",
         "copies", "n"}}`` (``diversity_mean`` None for one painting a prompt).
     """
-    scored = [e for e in entries if subject_key(e.prompt or "") in pool.refs]
-    refs = [Painting(e.prompt, e.path.read_bytes(), e.prompt) for e in scored]
-    shifted = [Painting(p.subject, _moved(p.png, *SHIFT), p.subject) for p in refs]
-    moved = [Painting(p.subject, _moved(p.png, *m), p.subject) for p in refs for m in MOVES]
-    labels = [p.subject for p in moved]
-    random.Random(seed).shuffle(labels)
-    shuffled = [Painting(s, p.png, p.prompt) for s, p in zip(labels, moved)]
-    collapsed = [Painting(p.subject, moved[0].png, p.prompt) for p in moved]
-    return {name: _summary(pool, measure(pool, paintings)) for name, paintings in
-            (("references", refs), ("one_prompt", [Painting(p.subject, p.png, "one") for p in refs]),
-             ("shifted", shifted), ("moved", moved), ("shuffled", shuffled),
-             ("collapsed", collapsed))}
+    return {name: _summary(pool, measure(pool, paintings)) for name, paintings in _cases(pool, entries, seed).items()}
 
 
 def _summary(pool: PoolSubjects, m: dict) -> dict:
@@ -229,15 +353,96 @@ def _summary(pool: PoolSubjects, m: dict) -> dict:
             "n": len(known)}
 
 
+#: Temperatures :func:`reward_ranges` sweeps for ``reward.subject.temperature``.
+SWEEP = (0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
+
+
+def reward_ranges(pool: PoolSubjects, entries: list[PoolEntry], temperature: float, distinct: float,
+                  seed: int = 0) -> dict:
+    """The ``subject`` and ``novelty`` reward components (:func:`subject_values`,
+    :func:`novelty_values`: the actor's own code) on :func:`pool_ranges`'s cases, a painting's group
+    being its prompt, plus:
+
+    * ``duplicated_pair``: ``moved`` with each prompt's second painting replaced by its first (one
+      duplicated pair in each group of 4);
+    * ``hacks``: each reward hack of ``brushrl.reward.ranking.hacks`` (copies, flat colour, a flat
+      disc of the subject's main pigment, noise) made from each subject's reference, as a painting
+      of that subject: the largest and the median ``subject`` over subjects, and the largest
+      ``pool_similarity`` (``moved`` gets its ``pool_similarity`` too, for comparison);
+    * ``temperature``: for each of ``SWEEP``, the median over ``moved`` of the own subject's
+      probability (before the copy guard) and of its slope ``p (1 - p) / T`` (the gain in value per
+      unit of own-subject resemblance): the default temperature is where that slope peaks.
+
+    Returns:
+        ``{"cases": {case: {"subject": {"mean", "min", "max"}, "subject_unguarded": {...},
+        "novelty": {...}, "n"}}, "hacks": {hack: {"subject_max", "subject_median",
+        "pool_similarity_max"}}, "temperature": {T: {"median", "slope"}}, "temperature_used",
+        "distinct_used"}``.
+    """
+    from brushrl.reward.ranking import hacks
+
+    cases = _cases(pool, entries, seed)
+    cases["duplicated_pair"] = [Painting(p.subject, cases["moved"][i - 1].png if i % len(MOVES) == 1 else p.png,
+                                         p.prompt) for i, p in enumerate(cases["moved"])]
+    out: dict = {"cases": {}, "temperature_used": temperature, "distinct_used": distinct}
+    for name, paintings in cases.items():
+        feats = [image_features(p.png) for p in paintings]
+        copies = [pool.copy_correlation(p.png) for p in paintings]
+        subject = [subject_values(pool, [f], [c], p.subject, temperature)[0]
+                   for p, f, c in zip(paintings, feats, copies)]
+        by_prompt: dict[str, list[int]] = {}
+        for i, p in enumerate(paintings):
+            by_prompt.setdefault(p.prompt, []).append(i)
+        nov = [0.0] * len(paintings)
+        for idx in by_prompt.values():
+            for i, v in zip(idx, novelty_values([feats[i] for i in idx], distinct)):
+                nov[i] = v.value
+        out["cases"][name] = {"subject": _spread([v.value for v in subject]),
+                              "subject_unguarded": _spread([float(pool.subject_probabilities(f, temperature)[
+                                  pool.subjects.index(subject_key(p.subject))]) for p, f in zip(paintings, feats)]),
+                              "novelty": _spread(nov), "n": len(paintings)}
+    guard = pool.scorer
+    moved_ps = [guard.score(p.png, guard.subject_references(p.subject)) for p in cases["moved"]]
+    out["cases"]["moved"]["pool_similarity"] = _spread(moved_ps)
+    per_hack: dict[str, list[tuple[float, float]]] = {}
+    for e in entries:
+        if subject_key(e.prompt or "") not in pool.refs:
+            continue
+        for hack, png in hacks(e.path.read_bytes(), {}).items():
+            f, c = image_features(png), pool.copy_correlation(png)
+            (v,) = subject_values(pool, [f], [c], e.prompt, temperature)
+            ps = guard.score_features(f, c, guard.subject_references(e.prompt))[0]
+            per_hack.setdefault(hack, []).append((v.value, ps))
+    out["hacks"] = {hack: {"subject_max": max(v for v, _ in xs), "subject_median": float(np.median([v for v, _ in xs])),
+                           "pool_similarity_max": max(ps for _, ps in xs)} for hack, xs in per_hack.items()}
+    moved = [(pool.subjects.index(subject_key(p.subject)), image_features(p.png)) for p in cases["moved"]]
+    scores = [(own, pool.subject_scores(f)) for own, f in moved]
+    out["temperature"] = {}
+    for t in SWEEP:
+        p = np.array([np.exp((s - s.max()) / t)[own] / np.exp((s - s.max()) / t).sum() for own, s in scores])
+        out["temperature"][str(t)] = {"median": float(np.median(p)), "slope": float(np.median(p * (1 - p) / t))}
+    return out
+
+
+def _spread(xs: list[float]) -> dict:
+    return {"mean": float(np.mean(xs)), "min": float(np.min(xs)), "max": float(np.max(xs))}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print :func:`pool_ranges` of a pool as JSON."""
-    from brushrl.config import PoolScorerConfig
+    """Print :func:`pool_ranges` (``measures``) and :func:`reward_ranges` (``reward``) of a pool as JSON."""
+    from brushrl.config import NoveltyConfig, PoolScorerConfig, SubjectConfig
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("pool", nargs="?", default=PoolScorerConfig().path)
+    p.add_argument("--temperature", type=float, default=SubjectConfig().temperature,
+                   help="reward.subject.temperature (default: the config's)")
+    p.add_argument("--distinct", type=float, default=NoveltyConfig().distinct,
+                   help="reward.novelty.distinct (default: the config's)")
     args = p.parse_args(argv)
     cfg = PoolScorerConfig(path=args.pool)
-    print(json.dumps(pool_ranges(PoolSubjects.from_config(cfg), ReferencePool(cfg.path).entries), indent=1))
+    pool, entries = PoolSubjects.from_config(cfg), ReferencePool(cfg.path).entries
+    print(json.dumps({"measures": pool_ranges(pool, entries),
+                      "reward": reward_ranges(pool, entries, args.temperature, args.distinct)}, indent=1))
     return 0
 
 

@@ -273,15 +273,20 @@ class PoolSimilarityScorer:
         """
         return self._refs[ref_id][1]
 
-    def subject_references(self, prompt: str) -> list[str]:
-        """Ids of the scored pool images whose subject (``PoolEntry.prompt``, e.g. ``a coral poppy``)
-        is the longest one found as a phrase in ``prompt`` (case and full stops ignored); [] if none."""
+    def named_subjects(self, prompt: str) -> list[str]:
+        """The subjects (``subject_key`` form) of the scored pool images (``PoolEntry.prompt``, e.g.
+        ``a coral poppy``) that are the longest found as a phrase in ``prompt`` (case and full stops
+        ignored: ``Paint a wild rose.`` names ``a wild rose``, not ``a rose``), sorted; [] if none.
+        More than one only when the prompt names several subjects of that same length."""
         text = f" {subject_key(prompt)} "
-        found = [e for e in self.entries if e.prompt and f" {subject_key(e.prompt)} " in text]
-        if not found:
-            return []
-        longest = max(len(subject_key(e.prompt)) for e in found)
-        return sorted(e.id for e in found if len(subject_key(e.prompt)) == longest)
+        found = {subject_key(e.prompt) for e in self.entries if e.prompt and f" {subject_key(e.prompt)} " in text}
+        longest = max(map(len, found), default=0)
+        return sorted(k for k in found if len(k) == longest)
+
+    def subject_references(self, prompt: str) -> list[str]:
+        """Ids of the scored pool images of the prompt's subject(s) (:meth:`named_subjects`); [] if none."""
+        named = set(self.named_subjects(prompt))
+        return sorted(e.id for e in self.entries if e.prompt and subject_key(e.prompt) in named)
 
     def copy_correlation(self, png: bytes) -> float:
         """Largest Pearson correlation in [-1, 1] between the grey thumbnail of ``png``, shifted by
@@ -303,10 +308,18 @@ class PoolSimilarityScorer:
         """
         if not ref_ids:
             raise ValueError("no references to score against")
+        return self.score_features(image_features(png), self.copy_correlation(png), ref_ids)
+
+    def score_features(self, f: ImageFeatures, copy: float, ref_ids: list[str]) -> tuple[float, dict[str, float]]:
+        """:meth:`score_terms` of a painting whose features ``f`` and copy correlation ``copy``
+        (:meth:`copy_correlation`) are computed already (the pool scorer actor computes them once for
+        every component it gives). Raises as :meth:`score_terms`."""
+        if not ref_ids:
+            raise ValueError("no references to score against")
         refs = [(self.tier_values[self._refs[i][0]], self._refs[i][1]) for i in ref_ids]
-        score, terms = score_terms(image_features(png), refs)
-        terms["copy"] = self.copy_correlation(png)
-        return (0.0 if terms["copy"] >= self.copy_min_corr else score), terms
+        score, terms = score_terms(f, refs)
+        terms["copy"] = copy
+        return (0.0 if copy >= self.copy_min_corr else score), terms
 
     def score(self, png: bytes, ref_ids: list[str]) -> float:
         """The score in [0, 1] of ``png`` against ``ref_ids``; 0 for a copy of a pool image (raises as
