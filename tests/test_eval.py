@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -258,6 +259,9 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
     assert set(report["results"]["base"]) == {"held_out", "training"}
     assert "vs_base" in report["results"]["step_0001"]
     assert "step_0001 - base" in printed.getvalue()  # the side-by-side table
+    # one progress line per finished group, with an ETA: 2 prompts x 2 policies
+    assert re.findall(r"^\[eval\] groups (\d)/4 \((\w+) \d/2\) \d+ s, eta \d+m\d\ds$", printed.getvalue(), re.M) == [
+        ("1", "base"), ("2", "base"), ("3", "step_0001"), ("4", "step_0001")]
     rows = pd.read_parquet(run / "eval" / "samples.parquet")
     assert len(rows) == 2 * 2 * 2 and set(rows.policy) == {"base", "step_0001"}
     assert all((run / p).exists() for p in rows.png.dropna())

@@ -61,6 +61,7 @@ from brushrl.artifacts.eval_report import (
 )
 from brushrl.artifacts.run_dir import TRAINER_STATE, RunDir, atomic_write, read_rows, sample_row
 from brushrl.config import BrushRLConfig, load_config
+from brushrl.orchestrator.progress import CountLine
 from brushrl.prompts import user_prompt
 
 #: One row per completion (per turn with ``turns`` > 1), under ``eval/``.
@@ -207,11 +208,12 @@ class Evaluator:
             pipe.wait_ready(cfg, self._say)  # the judge servers brushrl serves, as in training
             producer = GroupProducer(cfg, pipe.rollout, pipe.render_pool, pipe.scorers, random.Random(0),
                                      pipe.critic)
+            progress = CountLine("[eval] groups", len(policies) * len(self.prompts), self.log)
             for policy in policies:
                 if policy.adapter is not None:
                     ray.get(pipe.rollout.load_adapter.remote(policy.adapter, policy.version))
                 t1 = time.perf_counter()
-                rows += asyncio.run(self._score_policy(producer, policy))
+                rows += asyncio.run(self._score_policy(producer, policy, progress))
                 self._say(f"[eval] {policy.name}: {len(self.prompts)} prompts x {cfg.rollout.group_size} "
                           f"samples in {time.perf_counter() - t1:.0f} s")
         finally:
@@ -249,13 +251,24 @@ class Evaluator:
             self._say("\n".join(turn_table_lines(report)))
         return report
 
-    async def _score_policy(self, producer, policy: PolicySpec) -> list[dict]:
+    async def _score_policy(self, producer, policy: PolicySpec, progress: CountLine | None = None) -> list[dict]:
         """One group per prompt, all in flight at once (the rollout actor generates them in turn
-        while the renderers work on earlier ones); returns their rows."""
+        while the renderers work on earlier ones); returns their rows. ``progress`` gets a line per
+        finished group."""
         from brushrl.orchestrator.producer import Ticket
 
+        finished = 0
+
+        async def produce(ticket):
+            nonlocal finished
+            out = await producer.produce(ticket, step=0, turns=self.turns)
+            finished += 1
+            if progress is not None:
+                progress.tick(f"{policy.name} {finished}/{len(tickets)}")
+            return out
+
         tickets = [Ticket(p.index, p.prompt, p.render_seed, p.gen_seed) for p in self.prompts]
-        groups = await asyncio.gather(*(producer.produce(t, step=0, turns=self.turns) for t in tickets))
+        groups = await asyncio.gather(*(produce(t) for t in tickets))
         folder = self.out / "png" / policy.name
         folder.mkdir(parents=True, exist_ok=True)
         rows = []

@@ -28,3 +28,26 @@ class StepLine:
             file=self.out,
             flush=True,
         )
+
+
+def _duration(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+class CountLine:
+    """One line per finished unit of a long job with a known count, e.g. ``brushrl eval``'s groups:
+    ``[eval] groups 5/24 (base 5/12) 63 s, eta 3m40s``. The ETA is the elapsed time per unit so far
+    times the units left (units of a job take about as long as each other: one group each)."""
+
+    def __init__(self, prefix: str, total: int, out):
+        self.prefix, self.total, self.out = prefix, total, out
+        self.done = 0
+        self.start = time.perf_counter()
+
+    def tick(self, detail: str = "") -> None:
+        """Count one finished unit and print its line; ``detail`` goes in parentheses."""
+        self.done += 1
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        print(f"{self.prefix} {self.done}/{self.total}{f' ({detail})' if detail else ''} {elapsed:.0f} s, "
+              f"eta {_duration(eta)}", file=self.out, flush=True)
