@@ -106,6 +106,8 @@ def test_a_bf16_judge_does_not_fit_an_l40s_and_an_unknown_model_is_named():
     assert sorted(e.split(":")[0] for e in plan.errors if "vLLM would not start" in e) == [
         f"judge[{i}]" for i in range(3)]
     assert sum("over-subscribed: judge[" in e for e in plan.errors) == 3  # ... nor fit the L40S
+    # each alone on its GPU: the message says what the GPU holds, not what is "left after" nothing
+    assert sum("but the GPU holds 45.0 GiB: short by" in e for e in plan.errors) == 3
     plan = build_memory_plan(load_config(ROOT / "configs/h200.yaml", {"policy.model": "/nowhere/model"}))
     assert any("resources.learner: no architecture figures for '/nowhere/model'" in e for e in plan.errors)
 

@@ -467,11 +467,13 @@ def build_memory_plan(cfg: BrushRLConfig) -> MemoryPlan:
             row = rows[a.placement.node][i]
             left = row.total_gib - row.used_gib
             if est.used_gib > left + 1e-9:
-                others = " + ".join(f"{u.component} {u.gib:.1f}" for u in row.uses) or "nothing"
+                others = " + ".join(f"{u.component} {u.gib:.1f}" for u in row.uses)
+                room = (f"only {max(left, 0):.1f} GiB is left after {others} GiB" if others
+                        else f"the GPU holds {row.total_gib:.1f} GiB")
                 errors.append(
                     f"GPU {row.label} ({row.gpu_type or 'GPU'}, {row.total_gib:.1f} GiB) over-subscribed: "
-                    f"{est.component} needs {est.used_gib:.1f} GiB ({_parts(est)}) but only {max(left, 0):.1f} "
-                    f"GiB is left after {others} GiB: short by {est.used_gib - left:.1f} GiB")
+                    f"{est.component} needs {est.used_gib:.1f} GiB ({_parts(est)}) but {room}: "
+                    f"short by {est.used_gib - left:.1f} GiB")
             row.uses.append(GpuUse(est.component, per_gpu_share, est.used_gib))
     gpus = [r for rs in rows.values() for r in rs]
     for row in gpus:
