@@ -24,7 +24,7 @@ class StepLine:
             f"step {step:>3}/{self.total} [{'#' * done}{'.' * (self.width - done)}] "
             f"reward {reward_txt} gate {100 * record.get('gate/pass_rate', 0):3.0f}% "
             f"render p50 {record.get('render/p50_s', 0):.1f}s {per_step:.1f} s/step "
-            f"eta {int(eta // 60)}m{int(eta % 60):02d}s",
+            f"eta {_duration(eta)}",
             file=self.out,
             flush=True,
         )
