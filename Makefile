@@ -51,11 +51,9 @@ js/node_modules/.installed: js/package.json js/package-lock.json
 	npm ci --prefix js --no-audit --no-fund
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
-	@echo "[make] installing brushrl's Python env in $(VENV) (pip, quiet): ~2 min with pip's cache warm, ~4 min cold"
-	@t0=$$(date +%s); test -x $(VENV)/bin/python || $(PY) -m venv $(VENV); \
-	  $(VENV)/bin/pip install -q torch==2.13.0 && $(VENV)/bin/pip install -q -e '.[test]' \
-	  && echo "[make] Python env installed in $$(( $$(date +%s) - t0 )) s"
+$(VENV)/.installed: pyproject.toml scripts/build_main_env.sh scripts/venv_lib.sh
+	@echo "[make] installing brushrl's Python env in $(VENV) (uv, quiet): 35 s with uv's cache warm, longer cold (downloads)"
+	@scripts/build_main_env.sh $(VENV)
 	touch $@
 
 vllm-env: $(VLLM_VENV)/.installed

@@ -32,7 +32,6 @@ VENV=${1:-$ROOT/.venv-hpsv3}
 VENV=$(realpath -m "$VENV")
 MAIN_PY=${MAIN_PYTHON:-$ROOT/.venv/bin/python}
 PY=${PYTHON:-python3.11}
-UV_VERSION=0.13.9
 RAY_VERSION=$("$MAIN_PY" -c 'import ray; print(ray.__version__)' 2>/dev/null || echo 2.60.0)
 LOCAL_INDEX=${LOCAL_INDEX:-/opt/pypi-more/simple}
 source "$ROOT/scripts/venv_lib.sh"

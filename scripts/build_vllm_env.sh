@@ -30,7 +30,6 @@ VENV=${1:-$ROOT/.venv-vllm}
 VENV=$(realpath -m "$VENV")
 MAIN_PY=${MAIN_PYTHON:-$ROOT/.venv/bin/python}
 PY=${PYTHON:-python3.11}
-UV_VERSION=0.13.9
 RAY_VERSION=$("$MAIN_PY" -c 'import ray; print(ray.__version__)' 2>/dev/null || echo 2.60.0)
 PEFT_VERSION=$("$MAIN_PY" -c 'import peft; print(peft.__version__)' 2>/dev/null || echo 0.21.2)
 FIND_LINKS=${PIP_FIND_LINKS:-$(pip config get global.find-links 2>/dev/null || true)}

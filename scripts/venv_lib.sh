@@ -2,6 +2,9 @@
 # Each env is built under a temporary name ($VENV.partial) and moved into place at the end, so a
 # half-built env is never taken for a finished one (the tests look for $VENV/bin/python).
 
+# The uv every env is installed with (scripts/build_main_env.sh, build_vllm_env.sh, build_hpsv3_env.sh).
+UV_VERSION=${UV_VERSION:-0.13.9}
+
 # venv_begin PYTHON VENV UV_VERSION: a fresh venv at $VENV.partial with uv (pinned) bootstrapped into
 # it by pip. Sets TMP (its path), UV (the `uv pip --quiet` command) and UVPY (its --python flag).
 venv_begin() {
