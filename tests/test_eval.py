@@ -1,23 +1,18 @@
-"""``brushrl eval``: the fixed prompt set, the report (bootstrap intervals, table, headline), and a real
-evaluation of a run's base policy and checkpoint (tiny transformer, Chromium, local Ray) that gives
-the same numbers twice."""
+"""``brushrl eval``: the fixed prompt set and the report (bootstrap intervals, table, headline,
+turns). The real evaluation of a run's base policy and checkpoint (tiny transformer, Chromium, local
+Ray) that gives the same numbers twice is in tests/test_train.py, on the run trained there."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from brushrl.artifacts.eval_report import build_report, headline_lines, table_lines
 from brushrl.artifacts.summary import summarize
-from brushrl.cli import main as cli_main
 from brushrl.config import ConfigError, load_config
-from brushrl.orchestrator.evaluate import EvalPrompt, Evaluator, eval_config, eval_prompts, resolve_policies
+from brushrl.orchestrator.evaluate import EvalPrompt, eval_prompts
 from brushrl.stats import bootstrap_means, percentile_interval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,56 +230,6 @@ def test_summary_ends_with_the_eval_headline(tmp_path):
     assert lines[0].startswith("run 'local': finished, 2/2 steps")
     assert any(line.startswith("eval held-out (2x6): reward base") for line in lines)
     assert any(line.startswith("eval page: ") for line in lines) and len("\n".join(lines)) < 2000
-
-
-@pytest.mark.slow
-def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_numbers(tmp_path, fresh_ray):
-    from test_train import small_overrides
-
-    from brushrl.orchestrator.trainer import Trainer
-
-    cfg = load_config(ROOT / "configs/local.yaml", small_overrides(tmp_path, steps=1))
-    Trainer(cfg, log=io.StringIO()).run()
-    run = tmp_path / "runs" / "e2e"
-    scope = ["--samples", "2", "--held-out", "1", "--training", "1"]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert cli_main(["eval", str(run), "--report-only", *scope]) == 2  # nothing evaluated yet
-    assert "no finished evaluation" in printed.getvalue()
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert cli_main(["eval", str(run), "--checkpoint", "latest", *scope]) == 0
-    report = json.loads((run / "eval" / "eval.json").read_text())
-    assert report["policies"] == ["base", "step_0001"] and report["samples_per_prompt"] == 2
-    assert set(report["results"]["base"]) == {"held_out", "training"}
-    assert "vs_base" in report["results"]["step_0001"]
-    assert "step_0001 - base" in printed.getvalue()  # the side-by-side table
-    # one progress line per finished group, with an ETA: 2 prompts x 2 policies
-    assert re.findall(r"^\[eval\] groups (\d)/4 \((\w+) \d/2\) \d+ s, eta \d+m\d\ds$", printed.getvalue(), re.M) == [
-        ("1", "base"), ("2", "base"), ("3", "step_0001"), ("4", "step_0001")]
-    rows = pd.read_parquet(run / "eval" / "samples.parquet")
-    assert len(rows) == 2 * 2 * 2 and set(rows.policy) == {"base", "step_0001"}
-    assert all((run / p).exists() for p in rows.png.dropna())
-    page = (run / "eval.html").read_text()
-    assert "<th>base</th><th>step_0001</th>" in page and "held-out prompts" in page
-    assert 'href="eval.html"' in (run / "gallery.html").read_text()
-    assert any(line.startswith("eval held-out (1x2)") for line in summarize(run).lines())
-
-    # The same seed gives the same numbers: a second evaluation in a new set of actors.
-    again = eval_config(run, {"eval.samples_per_prompt": 2})
-    prompts = eval_prompts(again, held_out=1, training=1)
-    second = Evaluator(again, run, prompts, log=io.StringIO()).run(resolve_policies(run, ["latest"]))
-    assert second["results"] == report["results"]
-    assert pd.read_parquet(run / "eval" / "samples.parquet")[["policy", "completion", "total"]].equals(
-        rows[["policy", "completion", "total"]])
-
-    # --report-only: the statistics again from samples.parquet, nothing sampled (no Ray needed).
-    (run / "eval" / "eval.json").write_text(json.dumps({**report, "results": {}}))
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert cli_main(["eval", str(run), "--report-only", *scope]) == 0
-    assert json.loads((run / "eval" / "eval.json").read_text())["results"] == report["results"]
-    assert "step_0001 - base" in printed.getvalue()
 
 
 # ------------------------------------------------------------------------- brushrl eval --turns

@@ -1,7 +1,9 @@
 """End to end: a short training run on real parts (tiny transformer, Chromium, p5.brush, local Ray).
 
-``test_two_step_run_writes_every_artefact`` runs the whole pipeline in-process on a local Ray
-cluster and checks the run directory and the Prometheus endpoint; ``test_ray_job_submit`` submits
+``two_step_run`` (module fixture) runs the whole pipeline in-process on a local Ray cluster once;
+``test_two_step_run_writes_every_artefact`` checks its run directory and the Prometheus endpoint,
+``test_eval_scores_base_and_checkpoint_...`` runs ``brushrl eval`` on a copy of it in the same
+cluster (one training and one Ray start for both: issue 23); ``test_ray_job_submit`` submits
 ``rayjobs/train.py`` to a real local head with ``ray job submit``.
 """
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import shutil
 import time
 import urllib.request
 from pathlib import Path
@@ -82,14 +86,26 @@ def _check_tensorboard(run: Path) -> None:
     assert bool(acc.Tags()["images"]) == bool(pngs)
 
 
-@pytest.mark.slow
-def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+    """A finished 2-step run (checkpoints at steps 1 and 2, TensorBoard on, Prometheus on a free
+    port), trained once for the module; Ray stays up (the metrics endpoint, the eval's actors) until
+    a later test's ``fresh_ray`` or the module's end. Yields ``(cfg, run_dir, gallery, log, port)``."""
+    if ray.is_initialized():
+        ray.shutdown()
+    tmp = tmp_path_factory.mktemp("two_step")
     port = free_port()
-    overrides = small_overrides(tmp_path) | {"ray.metrics_export_port": port, "logging.trackers": ["tensorboard"]}
+    overrides = small_overrides(tmp) | {"ray.metrics_export_port": port, "logging.trackers": ["tensorboard"]}
     cfg = load_config(ROOT / "configs/local.yaml", overrides)
     log = io.StringIO()
     gallery = Trainer(cfg, log=log).run()
-    run = tmp_path / "runs" / "e2e"
+    yield cfg, tmp / "runs" / "e2e", gallery, log, port
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_two_step_run_writes_every_artefact(two_step_run, tmp_path):
+    cfg, run, gallery, log, port = two_step_run
     _check_tensorboard(run)
     assert gallery == run / "gallery.html" and gallery.exists()
     assert yaml.safe_load((run / "config.yaml").read_text())["run"]["steps"] == 2
@@ -172,6 +188,55 @@ def test_two_step_run_writes_every_artefact(tmp_path, fresh_ray):
     text = _scrape(port, list(documented))
     missing = [name for name in documented if name not in text]
     assert not missing, f"documented metrics not on the Prometheus endpoint: {missing}"
+
+
+@pytest.mark.slow
+def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_numbers(two_step_run, tmp_path):
+    """``brushrl eval`` of a copy of the module's run (its base policy vs step 2) in the cluster the
+    run trained in; a second evaluation in a new set of actors gives the same numbers."""
+    from brushrl.orchestrator.evaluate import Evaluator, eval_config, eval_prompts, resolve_policies
+
+    run = tmp_path / "e2e"
+    shutil.copytree(two_step_run[1], run)  # the artefact test reads the original
+    scope = ["--samples", "2", "--held-out", "1", "--training", "1"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["eval", str(run), "--report-only", *scope]) == 2  # nothing evaluated yet
+    assert "no finished evaluation" in printed.getvalue()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["eval", str(run), "--checkpoint", "latest", *scope]) == 0
+    report = json.loads((run / "eval" / "eval.json").read_text())
+    assert report["policies"] == ["base", "step_0002"] and report["samples_per_prompt"] == 2
+    assert set(report["results"]["base"]) == {"held_out", "training"}
+    assert "vs_base" in report["results"]["step_0002"]
+    assert "step_0002 - base" in printed.getvalue()  # the side-by-side table
+    # one progress line per finished group, with an ETA: 2 prompts x 2 policies
+    assert re.findall(r"^\[eval\] groups (\d)/4 \((\w+) \d/2\) \d+ s, eta \d+m\d\ds$", printed.getvalue(), re.M) == [
+        ("1", "base"), ("2", "base"), ("3", "step_0002"), ("4", "step_0002")]
+    rows = pd.read_parquet(run / "eval" / "samples.parquet")
+    assert len(rows) == 2 * 2 * 2 and set(rows.policy) == {"base", "step_0002"}
+    assert all((run / p).exists() for p in rows.png.dropna())
+    page = (run / "eval.html").read_text()
+    assert "<th>base</th><th>step_0002</th>" in page and "held-out prompts" in page
+    assert 'href="eval.html"' in (run / "gallery.html").read_text()
+    assert any(line.startswith("eval held-out (1x2)") for line in summarize(run).lines())
+
+    # The same seed gives the same numbers: a second evaluation in a new set of actors.
+    again = eval_config(run, {"eval.samples_per_prompt": 2})
+    prompts = eval_prompts(again, held_out=1, training=1)
+    second = Evaluator(again, run, prompts, log=io.StringIO()).run(resolve_policies(run, ["latest"]))
+    assert second["results"] == report["results"]
+    assert pd.read_parquet(run / "eval" / "samples.parquet")[["policy", "completion", "total"]].equals(
+        rows[["policy", "completion", "total"]])
+
+    # --report-only: the statistics again from samples.parquet, nothing sampled (no Ray needed).
+    (run / "eval" / "eval.json").write_text(json.dumps({**report, "results": {}}))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_main(["eval", str(run), "--report-only", *scope]) == 0
+    assert json.loads((run / "eval" / "eval.json").read_text())["results"] == report["results"]
+    assert "step_0002 - base" in printed.getvalue()
 
 
 @pytest.mark.slow
