@@ -173,6 +173,23 @@ def test_config_names_the_components_and_starts_one_pool_actor_only_when_weighte
     assert none.pool_components == () and start_reward_actors(none).scorers == {}
 
 
+def test_a_subject_the_pool_lacks_is_refused_before_any_actor_starts():
+    """With ``subject`` weighted, a training or held-out subject the pool has no image of stops the
+    run (and ``brushrl eval``) before an actor starts, naming the field; unweighted, it is allowed."""
+    from brushrl.orchestrator.actors import Pipeline, refuse_unknown_subjects
+
+    pool = {"path": str(POOL)}
+    refuse_unknown_subjects(parse_config({"reward": {"weights": WEIGHTS, "pool": pool}}))  # the defaults: all known
+    for field, extra in (("prompts.subjects", {"prompts": {"subjects": ["a coral poppy", "a blue gentian"]}}),
+                         ("eval.subjects", {"eval": {"subjects": ["a red rose", "a white lily"]}})):
+        cfg = parse_config({"reward": {"weights": WEIGHTS, "pool": pool}, **extra})
+        pipe = Pipeline()
+        with pytest.raises(ConfigError, match=rf"^{field}: \['a (blue gentian|white lily)'\] name no subject"):
+            pipe.start(cfg, "system")  # raises before Ray is touched: no cluster in this test
+        assert pipe.render_pool is None and pipe.rollout is None
+        refuse_unknown_subjects(parse_config({"reward": {"pool": pool}, **extra}))  # subject off: allowed
+
+
 class SlowPoolScorer(PoolScorerActor):
     def score_components(self, pngs, prompt, seed, components):
         import time

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ray
 
-from brushrl.config import BrushRLConfig
+from brushrl.config import BrushRLConfig, ConfigError
 from brushrl.learner import TrainSample
 from brushrl.orchestrator.loop import Synced
 from brushrl.orchestrator.sync_check import SyncCheck
@@ -57,6 +57,7 @@ class Pipeline:
         from brushrl.reward.actor import start_reward_actors
         from brushrl.rollout import make_rollout_actor
 
+        refuse_unknown_subjects(cfg)
         try:
             self.render_pool = RenderPool(cfg.render, cfg.resources.renderer)
             if learner:
@@ -93,6 +94,31 @@ class Pipeline:
                 ray.kill(actor, no_restart=True)
         self.learner = self.rollout = None
         self.reward = RewardActors()
+
+
+def refuse_unknown_subjects(cfg: BrushRLConfig) -> None:
+    """With ``reward.weights.subject`` > 0, every training and held-out subject (``prompts.subjects``,
+    ``eval.subjects``) must name exactly one subject of the reference pool (``reward.pool``):
+    otherwise each of its paintings would score None (``unknown_subject``) and every group of it be
+    dropped, found only after the actors start. Checked before any actor starts (training and
+    ``brushrl eval``).
+
+    Raises:
+        brushrl.config.ConfigError: naming the field, the subjects and the pool.
+    """
+    if not cfg.reward.weights.get("subject"):
+        return
+    from brushrl.reward.painting_metrics import PoolSubjects
+
+    pool = PoolSubjects.from_config(cfg.reward.pool)
+    for name, subjects in (("prompts.subjects", cfg.prompts.subjects), ("eval.subjects", cfg.eval.subjects)):
+        unknown = pool.unknown(subjects, cfg.prompts.template)
+        if unknown:
+            raise ConfigError(
+                f"{name}: {unknown} name no subject of the reference pool {cfg.reward.pool.path} (or several), "
+                f"and reward.weights.subject is {cfg.reward.weights['subject']:g}: each of their paintings would "
+                f"score None (unknown_subject). Add their references to the pool, drop them, or set "
+                f"reward.weights.subject to 0; the pool's subjects: {pool.subjects}")
 
 
 class ActorLearnerSide:

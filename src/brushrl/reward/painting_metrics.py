@@ -143,6 +143,12 @@ class PoolSubjects:
         named = self._guard.named_subjects(prompt)
         return named[0] if len(named) == 1 else None
 
+    def unknown(self, subjects: list[str], template: str) -> list[str]:
+        """The phrases of ``subjects`` whose prompt (``template`` with ``{subject}`` filled) names no
+        pool subject, or several (:meth:`subject_of` is None): the ``subject`` component scores
+        every painting of such a prompt None (cause ``unknown_subject``)."""
+        return [s for s in subjects if self.subject_of(template.replace("{subject}", s)) is None]
+
     def subject_probabilities(self, f: ImageFeatures, temperature: float) -> np.ndarray:
         """float64 ``[subjects]``: ``softmax(subject_scores(f) / temperature)``, summing to 1."""
         z = self.subject_scores(f) / temperature
