@@ -57,6 +57,7 @@ def seed_splits(report: dict) -> dict:
     paired difference where both pass and the difference's decomposition into fewer failures and
     better paintings (None for a report written before them)."""
     base, final = report["policies"][0], report["policies"][-1]
+    paint = (report.get("paintings") or {}).get("results") or {}
     splits = {}
     for split, res in report["results"][final].items():
         if split.startswith("vs_"):
@@ -69,6 +70,9 @@ def seed_splits(report: dict) -> dict:
                          "final_gate_ci": res["gate_pass"], "gate_diff": vs["gate_pass"], "improved": vs["improved"],
                          # absent (None) in an eval.json written before them
                          "reward_both_pass": vs.get("reward_both_pass"), "decomposition": vs.get("decomposition"),
+                         # the passing paintings' subject fidelity and within-prompt diversity, base and final
+                         **{k: [(paint.get(p) or {}).get(split, {}).get(k) for p in (base, final)]
+                            for k in ("fidelity", "diversity")},
                          "gate_not_lower": res["gate_pass"]["mean"] >= report["results"][base][split]["gate_pass"]["mean"]}
     return splits
 
@@ -76,15 +80,19 @@ def seed_splits(report: dict) -> dict:
 def table(records: list[dict]) -> list[str]:
     """One line per seed and split."""
     fmt = lambda e: f"{e['mean']:.3f} [{e['lo']:.3f}, {e['hi']:.3f}]"  # noqa: E731
+    ci = lambda d: f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"  # noqa: E731
+    pair = lambda v, f: " -> ".join("-" if x is None or x.get("mean") is None else f.format(x["mean"]) for x in v)  # noqa: E731
     lines = [f"{'seed':<5}{'split':<10}{'base reward':<24}{'final reward':<24}{'final - base':<26}"
-             f"{'gate pass':<14}{'train s':>8}{'eval s':>8}"]
+             f"{'gate pass':<14}{'better paintings':<26}{'fidelity':<14}{'diversity':<16}{'train s':>8}{'eval s':>8}"]
     for r in records:
         for split, s in r["splits"].items():
-            d = s["diff"]
-            diff = f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" + (" *" if s["improved"] else "")
+            diff = ci(s["diff"]) + (" *" if s["improved"] else "")
             gate = f"{s['base_gate_pass']:.0%} -> {s['final_gate_pass']:.0%}"
+            better = ci(s["decomposition"]["better_paintings"]) if s.get("decomposition") else "-"
+            fidelity = pair(s.get("fidelity") or [None, None], "{:.0%}")
+            diversity = pair(s.get("diversity") or [None, None], "{:.3f}")
             lines.append(f"{r['seed']:<5}{split:<10}{fmt(s['base_reward']):<24}{fmt(s['final_reward']):<24}{diff:<26}"
-                         f"{gate:<14}{r['train_s']:>8.0f}{r['eval_s']:>8.0f}")
+                         f"{gate:<14}{better:<26}{fidelity:<14}{diversity:<16}{r['train_s']:>8.0f}{r['eval_s']:>8.0f}")
     lines.append("* the 95% interval of the difference lies above 0")
     return lines
 
