@@ -5,6 +5,12 @@
 # The uv every env is installed with (scripts/build_main_env.sh, build_vllm_env.sh, build_hpsv3_env.sh).
 UV_VERSION=${UV_VERSION:-0.13.9}
 
+# uv_bootstrap VENV: pip-install the pinned uv into VENV (pip's "Location ... is ignored" warnings,
+# from this machine's pip config, dropped).
+uv_bootstrap() {
+  nice -n 10 "$1/bin/pip" install -q "uv==$UV_VERSION" 2>&1 | grep -v "^WARNING: Location" || true
+}
+
 # venv_begin PYTHON VENV UV_VERSION: a fresh venv at $VENV.partial with uv (pinned) bootstrapped into
 # it by pip. Sets TMP (its path), UV (the `uv pip --quiet` command) and UVPY (its --python flag).
 venv_begin() {
@@ -12,7 +18,7 @@ venv_begin() {
   TMP="$venv.partial"
   rm -rf "$TMP"
   "$py" -m venv --prompt "$(basename "$venv")" "$TMP"
-  nice -n 10 "$TMP/bin/pip" install -q "uv==$uv_version" 2>&1 | grep -v "^WARNING: Location" || true
+  UV_VERSION=$uv_version uv_bootstrap "$TMP"
   UV=("$TMP/bin/uv" pip --quiet)
   UVPY=(--python "$TMP/bin/python")
 }

@@ -60,6 +60,7 @@ import numpy as np
 from PIL import Image
 
 from brushrl.pool.store import PoolEntry, ReferencePool
+from brushrl.prompts import user_prompt
 from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import ImageFeatures, PoolSimilarityScorer, image_features, resemblance, subject_key
 
@@ -147,7 +148,7 @@ class PoolSubjects:
         """The phrases of ``subjects`` whose prompt (``template`` with ``{subject}`` filled) names no
         pool subject, or several (:meth:`subject_of` is None): the ``subject`` component scores
         every painting of such a prompt None (cause ``unknown_subject``)."""
-        return [s for s in subjects if self.subject_of(template.replace("{subject}", s)) is None]
+        return [s for s in subjects if self.subject_of(user_prompt(s, template)) is None]
 
     def subject_probabilities(self, f: ImageFeatures, temperature: float) -> np.ndarray:
         """float64 ``[subjects]``: ``softmax(subject_scores(f) / temperature)``, summing to 1."""
