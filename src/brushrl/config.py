@@ -257,6 +257,13 @@ class RenderConfig(_Section):
     only the page's defences and Chromium's flags remain (brushrl.render.netns, docs/cluster.md).
     ``auto``, which fell back to no isolation silently, is refused."""
 
+    mode: Literal["replay", "direct"] = "replay"
+    """``replay`` (the boundary): the sketch's page only records its brush and canvas calls,
+    Python validates that log, and a page that loads only p5, p5.brush and the log re-draws it;
+    that PNG alone is judged and scored (brushrl.render.calllog, docs/reward.md "the render
+    boundary"). ``direct``: the canvas the sketch painted itself is captured (defended only by the
+    in-page harness and the static gate)."""
+
     @field_validator("network_isolation", mode="before")
     @classmethod
     def _no_silent_fallback(cls, value):
@@ -1057,6 +1064,15 @@ class BrushRLConfig(_Section):
                 f"rollout.replicas={self.rollout.replicas}: only rollout.backend 'vllm' runs replicas (the "
                 f"transformers engine samples one group per call and every copy of it would draw the same "
                 f"unseeded random stream); use rollout.replicas: 1 or the vllm backend")
+        if self.render.mode == "replay" and self.gate.enforce_whitelist:
+            from brushrl.render.calllog import REPLAYABLE_BRUSH
+
+            off = sorted(set(self.gate.whitelist) - REPLAYABLE_BRUSH)
+            if off:
+                raise ValueError(
+                    f"gate.whitelist: brush.{', brush.'.join(off)} cannot be replayed (render.mode: replay "
+                    f"replays p5.brush's methods that return nothing and take plain data: "
+                    f"{', '.join(sorted(REPLAYABLE_BRUSH))}); drop them or set render.mode: direct")
         if not self.render.deadline_s < self.reward.scorer_timeout_s:
             raise ValueError(
                 f"render.deadline_s ({self.render.deadline_s}) must be < reward.scorer_timeout_s "

@@ -95,7 +95,9 @@ class RenderResult:
             DOM (``Document.createElement``), window's functions (``window.open``), navigations
             (``navigation:<url>``), arguments smuggling native functions (``argument:brush.fill``).
             The runtime gate fails a render with any entry here or in ``refused``.
-        phases: wall seconds of the last attempt's stages: ``page`` (new context + page, until
+        phases: wall seconds of the last attempt's stages (record and replay: the record page's,
+            then ``validate`` and the replay page's as ``replay_page``, ``replay_load``,
+            ``replay_sketch``, ``replay_close``, ``decode``): ``page`` (new context + page, until
             the navigation committed; driver clock), ``sketch`` (sketch start until its ``done``
             report was sent: setup, draw, ``toDataURL``; page clock, so ``sketch >= draw_s``),
             ``load`` (the rest of commit-to-report-arrival: p5 and p5.brush parsed and run, and
@@ -120,6 +122,9 @@ class RenderResult:
     cache_hit: bool = False
     phases: dict[str, float] = field(default_factory=dict)
     forbidden: dict[str, int] = field(default_factory=dict)
+    rejected: str = ""
+    """The reason code when the sketch's call log could not be replayed (``invalid_call``,
+    ``work_budget``: ``brushrl.render.calllog``; status ``error``, why in ``detail``), else ``""``."""
 
 
 @dataclass

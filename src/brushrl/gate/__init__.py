@@ -4,8 +4,11 @@ A failing gate scores 0; a passing one lets the sample be scored. The policy wri
 JavaScript, so the gate is a security and anti-reward-hacking boundary: it parses the sketch with
 tree-sitter and judges what the code does (scope-resolved names, member accesses, call shapes),
 never words in comments or strings. The renderer's sandbox is the second layer, independent of
-the first: the page refuses and reports every call the sketch makes outside the allowlist
-(brushrl.render.harness), and Chromium runs in an empty network namespace.
+the first. With ``render.mode: replay`` (the default) the renderer is the boundary: the sketch's
+page only records its brush and canvas calls, Python validates that log, and a page without sketch
+code re-draws it; only that replay is judged and scored (brushrl.render.calllog). The record page
+still refuses and reports calls outside the allowlist (brushrl.render.harness), and Chromium runs
+in an empty network namespace.
 
 API::
 
@@ -57,7 +60,10 @@ Runtime reason codes, checked in this order: ``sandbox_violation`` (the page ref
 DOM or window call, a navigation or a smuggled native function the sketch made, or the sandbox
 refused a request/dialog/popup/download: ``RenderResult.forbidden`` / ``refused``), the static
 code of a p5 function the page refused (``text_label`` for ``p5.text``), ``not_whitelisted``
-(brush methods the page counted), ``render_error`` (the sketch threw), ``render_timeout``
+(brush methods the page counted), ``invalid_call`` / ``work_budget`` (the call log the sketch's
+page recorded cannot be replayed or is over its budget: ``brushrl.render.calllog``; with
+``render.mode: replay`` the replayed PNG is what the rest judges), ``render_error`` (the sketch
+threw), ``render_timeout``
 (deadline on every attempt), ``wrong_canvas_size`` (PNG IHDR size), ``blank_canvas``
 (``paint_fraction < gate.min_paint_fraction``).
 

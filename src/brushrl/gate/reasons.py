@@ -28,6 +28,8 @@ WRONG_CANVAS_SIZE = "wrong_canvas_size"
 NO_PAINTING_CALLS = "no_painting_calls"
 
 SANDBOX_VIOLATION = "sandbox_violation"
+INVALID_CALL = "invalid_call"
+WORK_BUDGET = "work_budget"
 RENDER_ERROR = "render_error"
 RENDER_TIMEOUT = "render_timeout"
 BLANK_CANVAS = "blank_canvas"
@@ -82,6 +84,12 @@ RUNTIME_REASONS: dict[str, str] = {
         "(RenderResult.forbidden), or the sandbox refused a request, dialog, popup, download "
         "(RenderResult.refused)"
     ),
+    INVALID_CALL: (
+        "the sketch's call log cannot be replayed (brushrl.render.calllog): a brush method that "
+        "returns a value or takes objects, a p5 call the log may not hold, or an argument that is "
+        "not plain, bounded data (a function, a DOM object, an odd string)"
+    ),
+    WORK_BUDGET: "the sketch's call log is over its budget: calls, argument values, or a number's size",
     RENDER_ERROR: "the render status was `error`: the sketch threw",
     RENDER_TIMEOUT: "the render hit its deadline on every attempt",
     WRONG_CANVAS_SIZE: "the captured PNG is not canvas_size x canvas_size (PNG IHDR header)",
@@ -93,7 +101,8 @@ RUNTIME_ORDER: tuple[str, ...] = tuple(RUNTIME_REASONS)
 
 #: Every verdict the gate can return.
 ALL_VERDICTS: tuple[str, ...] = (
-    PASS, *STATIC_PRIORITY, SANDBOX_VIOLATION, RENDER_ERROR, RENDER_TIMEOUT, BLANK_CANVAS
+    PASS, *STATIC_PRIORITY, SANDBOX_VIOLATION, INVALID_CALL, WORK_BUDGET, RENDER_ERROR, RENDER_TIMEOUT,
+    BLANK_CANVAS
 )
 
 

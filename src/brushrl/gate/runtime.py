@@ -10,8 +10,10 @@ Checks, in order:
    first by static priority;
 2. ``not_whitelisted``: the sketch called a brush method off ``cfg.whitelist`` (counted in the
    page, ``RenderResult.brush_calls``), when ``cfg.enforce_whitelist``;
-3. ``render_error`` (status ``error``), ``render_timeout`` (status ``timeout``);
-4. ``wrong_canvas_size`` (the PNG's IHDR width/height differ from ``canvas_size``), then
+3. ``invalid_call`` / ``work_budget``: the call log recorded in the sketch's page could not be
+   replayed (``RenderResult.rejected``, ``brushrl.render.calllog``);
+4. ``render_error`` (status ``error``), ``render_timeout`` (status ``timeout``);
+5. ``wrong_canvas_size`` (the PNG's IHDR width/height differ from ``canvas_size``), then
    ``blank_canvas`` (``paint_fraction < cfg.min_paint_fraction``), else pass. The size comes
    before blankness because the paint fraction of a wrongly sized canvas says nothing about the
    requested picture.
@@ -101,6 +103,8 @@ def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> Ga
     sandbox = sandbox_verdict(render, cfg)
     if sandbox is not None:
         return sandbox
+    if render.rejected:
+        return GateVerdict(render.rejected, f"the call log was rejected: {render.detail}"[:500], "runtime")
     if render.status == "error":
         first = render.js_errors[0] if render.js_errors else render.detail
         return GateVerdict(R.RENDER_ERROR, f"the sketch threw: {first}"[:500], "runtime")

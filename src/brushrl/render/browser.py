@@ -49,6 +49,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from brushrl.config import RenderConfig
+from brushrl.gate import reasons as R
+from brushrl.render.calllog import MAX_ABS, Bounds, CallLogRejected, replay_program, validate_log
 from brushrl.render.harness import harness_digest, load_assets
 from brushrl.render.page import MAX_CHARS, SketchPage
 from brushrl.render.paint import paint_fraction
@@ -160,7 +162,11 @@ class Renderer:
             where there is none (``brushrl.render.netns``); ``"none"``: explicitly without one
             (logged as a warning and counted). ``self.netns`` says which.
         spare_page: keep the next render's page open and loaded (``brushrl.render.page``) while a
-            sketch draws, so a render does not wait for a new context and the libraries' load.
+            sketch draws, so a render does not wait for a new context and the libraries' load
+            (with ``mode="replay"``, a record page and a replay page).
+        mode: ``"replay"``: record the sketch's calls, validate the log, re-draw it in a page
+            without sketch code and return that PNG (``brushrl.render.calllog``); ``"direct"``:
+            capture the canvas the sketch painted itself.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -178,9 +184,13 @@ class Renderer:
         memory_cap_mb: int | None = 2048,
         network_isolation: str = "netns",
         spare_page: bool = True,
+        mode: str = "replay",
     ):
+        if mode not in ("replay", "direct"):
+            raise ValueError(f"render mode {mode!r} is not replay or direct")
+        self.mode = mode
         self.spare_page = spare_page
-        self._spare: SketchPage | None = None
+        self._spares: dict[str, SketchPage] = {}  # page kind -> the spare of that kind
         self._assets = load_assets(Path(js_dir) if js_dir else None)
         self._marker = new_marker()
         heap = (f"--js-flags=--max-old-space-size={memory_cap_mb // 2}",) if memory_cap_mb else ()
@@ -210,7 +220,7 @@ class Renderer:
     def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
         """A renderer for a ``brushrl.config.RenderConfig``."""
         return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb,
-                   network_isolation=cfg.network_isolation, spare_page=cfg.spare_page)
+                   network_isolation=cfg.network_isolation, spare_page=cfg.spare_page, mode=cfg.mode)
 
     @property
     def browser_version(self) -> str:
@@ -220,12 +230,12 @@ class Renderer:
     @property
     def env(self) -> str:
         """What besides code, seed and size decides the render: ``p5+brush:<digest>
-        harness:<digest> chromium:<version> gl:<backend>`` (the render cache's key part,
-        ``brushrl.render.cache``; the harness decides what is refused)."""
+        harness:<digest> chromium:<version> gl:<backend> mode:<mode>`` (the render cache's key
+        part, ``brushrl.render.cache``; the harness decides what is refused)."""
         from brushrl.render.cache import library_digest
 
         return (f"p5+brush:{library_digest(self._assets)} harness:{harness_digest()} "
-                f"chromium:{self.browser_version} gl:{self.gl_backend}")
+                f"chromium:{self.browser_version} gl:{self.gl_backend} mode:{self.mode}")
 
     def _launch(self) -> None:
         self._browser = self._pw.chromium.launch(
@@ -244,7 +254,7 @@ class Renderer:
         Raises:
             playwright.sync_api.Error: Chromium cannot be launched with a new driver either.
         """
-        self._spare = None  # its context goes with the browser
+        self._spares = {}  # their contexts go with the browser
         try:
             self._browser.close()
         except PlaywrightError:
@@ -258,8 +268,8 @@ class Renderer:
     def close(self) -> None:
         """Shut the browser and the Playwright driver down (idempotent)."""
         if self._browser is not None:
-            spare, self._spare = self._spare, None
-            if spare is not None:
+            spares, self._spares = self._spares, {}
+            for spare in spares.values():
                 try:
                     spare.close()
                 except PlaywrightError:
@@ -328,10 +338,10 @@ class Renderer:
         except PlaywrightError as exc:  # next attempt fails fast and reports infra
             result.detail += f"; relaunch failed: {str(exc)[:MAX_CHARS]}"
 
-    def _take_spare(self, size: int) -> SketchPage | None:
-        """The spare page if it can take a sketch of ``size`` now, else None (a stale, crashed or
-        wrongly sized spare is closed)."""
-        spare, self._spare = self._spare, None
+    def _take_spare(self, size: int, kind: str) -> SketchPage | None:
+        """The spare page of ``kind`` if it can take a sketch of ``size`` now, else None (a stale,
+        crashed or wrongly sized spare is closed)."""
+        spare = self._spares.pop(kind, None)
         if spare is None:
             return None
         if spare.size == size and not spare.crashed and time.monotonic() - spare.opened < SPARE_MAX_AGE_S:
@@ -339,20 +349,62 @@ class Renderer:
         self._dispose(spare)
         return None
 
-    def _open_spare(self, size: int, left_ms: float) -> None:
+    def _open_spare(self, size: int, left_ms: float, kind: str) -> None:
         """Open the next render's page now; its libraries load while this render's sketch draws
         (the driver serves the spare's requests during the render's wait, and this render's own
         reports while the spare opens). Waits at most ``left_ms`` of this render's deadline. A
         failure only costs the next render its head start."""
-        if not self.spare_page or self._spare is not None:
+        if not self.spare_page or kind in self._spares:
             return
         try:
-            self._spare = SketchPage(self._browser, self._assets, size, timeout_ms=min(SPARE_OPEN_MS, left_ms))
+            self._spares[kind] = SketchPage(self._browser, self._assets, size, timeout_ms=min(SPARE_OPEN_MS, left_ms),
+                                            kind=kind)
         except PlaywrightError as exc:
             log.debug("renderer %s: no spare page: %s", self.actor_id, exc)
 
     def _attempt(self, code: str, seed: int, size: int, deadline_s: float) -> RenderResult:
+        """One attempt within ``deadline_s``: the sketch's page; in replay mode then the log's
+        validation and the replay page (``brushrl.render.calllog``)."""
         start = time.monotonic()
+        if self.mode == "direct":
+            return self._run_page("direct", code, seed, size, deadline_s, start)[0]
+        rec, state = self._run_page("record", code, seed, size, deadline_s, start)
+        if rec.status != "ok":
+            return rec
+        t0 = time.monotonic()
+        try:
+            calls = validate_log(state.get("log"), Bounds(max_abs=max(MAX_ABS, 10.0 * size)))
+        except CallLogRejected as exc:
+            rec.status, rec.rejected, rec.detail = "error", exc.code, exc.detail
+            rec.js_errors = [f"call log rejected ({exc.code}): {exc.detail}"[:MAX_CHARS]]
+            return rec
+        rec.brush_calls = calls.brush_calls
+        if state.get("log_full"):  # the page stopped logging: never replay a cut log
+            rec.status, rec.rejected = "error", R.WORK_BUDGET
+            rec.detail = f"more calls than the page logs ({len(calls.entries)})"
+            rec.js_errors = [f"call log rejected ({R.WORK_BUDGET}): {rec.detail}"]
+            return rec
+        t_valid = time.monotonic() - t0
+        rep, _ = self._run_page("replay", replay_program(calls), seed, size, deadline_s, start)
+        # The sketch's page says what the sketch did (refusals, console, brush calls); the replay
+        # page paints, and only its picture is judged. Its failures are the log's, i.e. the sketch's.
+        phases = {**rec.phases, "validate": t_valid, **{f"replay_{k}": v for k, v in rep.phases.items() if k != "decode"}}
+        if "decode" in rep.phases:
+            phases["decode"] = rep.phases["decode"]
+        rec.phases.pop("decode", None)
+        return RenderResult(
+            rep.status, png=rep.png, paint_fraction=rep.paint_fraction, draw_s=rep.draw_s,
+            js_errors=rep.js_errors, console=rec.console, refused=rec.refused + rep.refused,
+            detail=rep.detail and f"replay: {rep.detail}", cpu_s=rec.cpu_s + rep.cpu_s,
+            peak_rss_mb=max(rec.peak_rss_mb, rep.peak_rss_mb), brush_calls=calls.brush_calls,
+            phases=phases, forbidden=rec.forbidden,
+        )
+
+    def _run_page(self, kind: str, body: str, seed: int, size: int, deadline_s: float,
+                  start: float) -> tuple[RenderResult, dict | None]:
+        """Run one page of ``kind`` with ``body`` (a sketch, or a replay program) until its done
+        report, a crash or ``deadline_s`` after ``start``; returns the result and the done report
+        (None without one). A record page's ``ok`` result has no PNG: its report holds the log."""
 
         def left_ms() -> float:
             return max(1.0, (deadline_s - (time.monotonic() - start)) * 1000)
@@ -376,14 +428,17 @@ class Renderer:
                     except OSError:
                         pass
 
-        t_commit = start
+        t_begin = t_commit = time.monotonic()
         try:
             if self._browser is None or not self._browser.is_connected():
-                return RenderResult("infra", detail="browser is not connected")
-            page = self._take_spare(size) or SketchPage(self._browser, self._assets, size, timeout_ms=left_ms())
-            page.deliver(code, seed)
+                return RenderResult("infra", detail="browser is not connected"), None
+            page = self._take_spare(size, kind) or SketchPage(self._browser, self._assets, size,
+                                                              timeout_ms=left_ms(), kind=kind)
+            page.deliver(body, seed)
             t_commit = time.monotonic()
-            self._open_spare(size, left_ms())
+            if kind == "record":  # the replay page of this render loads while the sketch runs
+                self._open_spare(size, left_ms(), "replay")
+            self._open_spare(size, left_ms(), kind)
             # Wait in the driver, not in the page: the binding callback runs during these waits.
             while not page.done() and not page.crashed and not page.left and time.monotonic() - start < deadline_s:
                 page.page.wait_for_timeout(min(POLL_MS, left_ms()))
@@ -397,23 +452,23 @@ class Renderer:
                 what = _CRASH if page is not None and page.crashed else "playwright error"
                 seen = {"console": page.console, "refused": page.refused} if page is not None else {}
                 self._dispose(page)
-                return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", **seen)
+                return RenderResult("infra", detail=f"{what}: {str(exc)[:MAX_CHARS]}", **seen), None
         t_close = time.monotonic()
         self._dispose(page)
         t_closed = time.monotonic()
         if page is None:  # the new page did not commit in time
             return RenderResult("infra", detail=f"no finished canvas within {deadline_s:g} s: the page did not even "
-                                                "open, so it never reached the sketch (machine overloaded?)")
+                                                "open, so it never reached the sketch (machine overloaded?)"), None
         u1 = self.usage()
         seen = {"console": page.console, "refused": page.refused}
         meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb),
                  "forbidden": page.forbidden()}
         if killed:
-            return RenderResult("error", js_errors=killed, **seen, **meter)
+            return RenderResult("error", js_errors=killed, **seen, **meter), None
         state = page.done()
         if page.left and not state:
             return RenderResult("error", js_errors=[f"the sketch navigated the page away (to {page.left})"[:MAX_CHARS]],
-                                **seen, **meter)
+                                **seen, **meter), None
         if state is None:
             started = bool(page.events)
             return RenderResult(
@@ -422,7 +477,7 @@ class Renderer:
                 + ("" if started else " and the page never reached the sketch (machine overloaded?)"),
                 **seen,
                 **meter,
-            )
+            ), None
         # The sketch phase is timed on the page's clock: when its reports reach us depends on how
         # busy the machine is, so a split by arrival times could even make it shorter than draw_s.
         # The phases add up to the report's arrival: "page" is opening a page (about 0 with a
@@ -430,23 +485,26 @@ class Renderer:
         sketch_s = max(float(state.get("sketch_s", 0.0)), float(state["draw_s"]))
         t_sketch = state["_t"] - sketch_s
         t_commit = min(t_commit, t_sketch)
-        phases = {"page": t_commit - start, "load": t_sketch - t_commit, "sketch": sketch_s,
+        t_commit = max(t_commit, t_begin)
+        phases = {"page": t_commit - t_begin, "load": t_sketch - t_commit, "sketch": sketch_s,
                   "close": t_closed - t_close}
         common = {**seen, "draw_s": float(state["draw_s"]), "brush_calls": dict(state.get("calls") or {}),
                   "phases": phases, **meter}
         if state["errors"]:
-            return RenderResult("error", js_errors=list(state["errors"]), **common)
+            return RenderResult("error", js_errors=list(state["errors"]), **common), state
+        if kind == "record":  # nothing was captured: the report carries the call log
+            return RenderResult("ok", **common), state
         if not state["png"]:
             why = state.get("capture") or "the sketch created no canvas"
-            return RenderResult("error", js_errors=[f"no capture: {why}"[:MAX_CHARS]], detail=why, **common)
+            return RenderResult("error", js_errors=[f"no capture: {why}"[:MAX_CHARS]], detail=why, **common), None
         t0 = time.monotonic()
         try:
             png = _decode_png(state["png"], state.get("canvas"))
         except ValueError as exc:  # the harness's own capture is wrong: never score it
-            return RenderResult("error", js_errors=[f"capture refused: {exc}"[:MAX_CHARS]], **common)
+            return RenderResult("error", js_errors=[f"capture refused: {exc}"[:MAX_CHARS]], **common), None
         fraction = paint_fraction(png)
         phases["decode"] = time.monotonic() - t0
-        return RenderResult("ok", png=png, paint_fraction=fraction, **common)
+        return RenderResult("ok", png=png, paint_fraction=fraction, **common), state
 
     def _dispose(self, page: SketchPage | None) -> None:
         """Close a page's context; this also kills a page stuck in a loop. If even that fails the

@@ -49,13 +49,7 @@
   // Seeded Math.random (mulberry32, Tommy Ettinger, public domain: the PRNG family p5.brush uses):
   // seed 0 while the libraries load (every page alike: a spare page loads before its seed is
   // known), the render's seed from __brushrl_start on, which also re-seeds p5.brush from it.
-  let s = 0;
-  Math.random = function random() {
-    s = (s + 0x6D2B79F5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  /*PRNG*/
   for (const k of ['RTCPeerConnection', 'webkitRTCPeerConnection', 'RTCDataChannel']) delete G[k];
 
   // The page pushes to Python through a binding with a per-render name, taken off window here.
@@ -64,6 +58,11 @@
   delete G[binding];
   const report = (event) => gate.vetted(reportBinding, G, [event]);
   const errors = [], calls = create(null), forbidden = create(null);
+  // Record mode (CONFIG.record): brush methods only record, p5's recorded calls (CONFIG.recordP5)
+  // record and run; the done report carries the log, and nothing is captured (render.calllog).
+  const RECORD = !!CONFIG.record, RECORD_P5 = new Set(CONFIG.recordP5 || []), MAX_LOG = CONFIG.maxLog || 0;
+  const log = [];
+  let logFull = false;
   let frames = 0, t0 = now(), tSketch = now(), sent = false, instance = null;
   const Str = String;
   const say = (x) => {
@@ -143,6 +142,54 @@
     }
     forbidden[what] += 1;
     lastSites = null;
+  };
+
+  // -- the call log (record mode) ------------------------------------------------------------------
+  // Arguments become plain data: numbers, strings, booleans, null, arrays, and tagged objects
+  // {$: 'undefined' | 'color' (p5.Color as its sRGB _array) | 'vector' | 'object' (a plain
+  // object) | 'nonfinite' | 'unsupported'}. What the sketch's getters or proxies hand back here is
+  // only data: Python validates every value (brushrl.render.calllog), so a forged log can hold no
+  // more than whitelisted calls with bounded arguments.
+  const isArray = Array.isArray, objectProto = Object.prototype, numberIsFinite = Number.isFinite;
+  let colorProto = null, vectorProto = null, colorArray = null;
+  const enc = (v, depth) => {
+    try {
+      const t = typeof v;
+      if (t === 'number') return numberIsFinite(v) ? v : { $: 'nonfinite' };
+      if (t === 'string') return v.length > 200 ? { $: 'unsupported', v: 'string of ' + v.length } : v;
+      if (t === 'boolean' || v === null) return v;
+      if (t === 'undefined') return { $: 'undefined' };
+      if (t !== 'object' || depth > 3) return { $: 'unsupported', v: t };
+      if (isArray(v)) {
+        if (v.length > 10000) return { $: 'unsupported', v: 'array of ' + v.length };
+        const out = [];
+        for (let i = 0; i < v.length; i++) apply(arrayPush, out, [enc(v[i], depth + 1)]);
+        return out;
+      }
+      const proto = getPrototypeOf(v);
+      if (colorProto && proto === colorProto) {
+        // p5's getter, called as a vetted call: it clones with window.structuredClone, which
+        // would otherwise look like the sketch's call (a harness frame is below it)
+        const a = gate.vetted(colorArray, v, []);
+        return { $: 'color', v: [enc(a[0], 9), enc(a[1], 9), enc(a[2], 9), enc(a[3], 9)] };
+      }
+      if (vectorProto && proto === vectorProto) return { $: 'vector', v: [enc(v.x, 9), enc(v.y, 9), enc(v.z, 9)] };
+      if (proto === objectProto) {
+        const out = {}, ks = getOwnPropertyNames(v);
+        if (ks.length > 32) return { $: 'unsupported', v: 'object of ' + ks.length + ' keys' };
+        for (let i = 0; i < ks.length; i++) out[ks[i]] = enc(v[ks[i]], depth + 1);
+        return { $: 'object', v: out };
+      }
+      return { $: 'unsupported', v: 'object' };
+    } catch (e) {
+      return { $: 'unsupported', v: 'threw' };
+    }
+  };
+  const record = (target, name, args) => {
+    if (log.length >= MAX_LOG) { logFull = true; return; }
+    const out = [];
+    for (let i = 0; i < args.length; i++) apply(arrayPush, out, [enc(args[i], 0)]);
+    apply(arrayPush, log, [[target, name, out]]);
   };
 
   // -- wrapping -------------------------------------------------------------------------------------
@@ -273,10 +320,10 @@
     if (sent) return;
     sent = true;
     let shot = null;
-    try { if (!errors.length) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
+    try { if (!errors.length && !RECORD) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
     const t = now();
     report({ phase: 'done', errors: errors.slice(0, 20), png: shot && shot.png, canvas: shot && shot.png ? [shot.width, shot.height] : null,
-             capture: shot && shot.why,
+             capture: shot && shot.why, log: RECORD ? log : null, log_full: logFull,
              frames, calls, forbidden, draw_s: (t - t0) / 1000, sketch_s: (t - tSketch) / 1000 });
   };
   apply(addListener, G, ['error', (e) => {
@@ -294,6 +341,16 @@
     if (key === 'pixelDensity') {  // pixelDensity() reads it, pixelDensity(1) is the harness's own
       const guard = guardCheck(name);
       return (args, self, w) => (args.length === 0 || (args.length === 1 && args[0] === 1) ? args : guard(args, self, w));
+    }
+    if (RECORD && RECORD_P5.has(key)) {
+      // Recorded when the sketch made the call (p5's own nested calls, e.g. a push inside its
+      // draw loop, are p5's and happen again in the replay).
+      const check = entryCheck(name);
+      return (args, self, w) => {
+        const out = check(args, self, w);
+        if (out !== gate.SKIP && sketchCalled(w)) record('p5', key, out);
+        return out;
+      };
     }
     return allowedP5.has(key) ? entryCheck(name) : guardCheck(name);
   };
@@ -339,6 +396,11 @@
     }
     if (typeof p5Ref === 'function') {
       registerAddon = p5Ref.registerAddon;
+      colorProto = p5Ref.Color && p5Ref.Color.prototype;
+      const arrayDesc = colorProto && getOwnPropertyDescriptor(colorProto, '_array');
+      colorArray = arrayDesc && arrayDesc.get;
+      if (!colorArray) colorProto = null;  // a p5 without Color._array: colours are logged unsupported
+      vectorProto = p5Ref.Vector && p5Ref.Vector.prototype;
       // p5.registerAddon, ...; the classes (p5.Vector, p5.Color, ...) keep their identity for
       // instanceof (their methods are locked once p5 has decorated them, in wrapP5).
       wrapAll(p5Ref, 'p5', (key, name) => (key[0] >= 'A' && key[0] <= 'Z' ? null : guardCheck(name)), false);
@@ -351,6 +413,17 @@
       }
       const own = new Set(getOwnPropertyNames(p5Ref.prototype));
       for (const key of windowWrapped) if (!own.has(key)) lock(G, key, getOwnPropertyDescriptor(G, key));
+    }
+    if (b && typeof b === 'object' && RECORD) {
+      // Record mode: every brush method only records (its marks are made by the replay); a method
+      // that returns a value returns undefined here, which is why render.calllog replays only
+      // p5.brush's void methods.
+      for (const key of getOwnPropertyNames(b)) {
+        const d = getOwnPropertyDescriptor(b, key);
+        if (d && d.configurable && typeof d.value === 'function' && !(key[0] >= 'A' && key[0] <= 'Z')) {
+          defineProperty(b, key, { ...d, value: function () { record('brush', key, arguments); } });
+        }
+      }
     }
     if (b && typeof b === 'object') {
       // Classes (Plot, Polygon, Position) stay as they are; p5.brush calls its internals directly,
@@ -411,6 +484,7 @@
         lifecycles.presetup = function () { instance = this; wrapP5(this); };
         lifecycles.postsetup = function () {
           if (typeof G.draw !== 'function') { finish(); return; }
+          if (RECORD) apply(arrayPush, log, [['frame']]);  // what follows is drawn in draw()
           // p5 2.3's first _draw (called by its own start-up) skips drawing when less than a frame
           // interval has passed since setup and leaves the frame to requestAnimationFrame, whose
           // callback has no library frame on the stack and so looks like the sketch's call: make

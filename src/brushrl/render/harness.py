@@ -81,8 +81,27 @@ GATE_JS = r"""
 //# sourceURL=brushrl-gate.js
 """
 
+#: Seeded ``Math.random`` of both pages (mulberry32, Tommy Ettinger, public domain: the PRNG family
+#: p5.brush uses); ``s`` is the state, set from the render's seed by ``__brushrl_start``. One text,
+#: put in place of ``/*PRNG*/`` in each page's script, so the record and the replay page draw the
+#: same numbers.
+PRNG_JS = """let s = 0;
+  Math.random = function random() {
+    s = (s + 0x6D2B79F5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };"""
+
 #: The harness proper (``harness.js`` next to this file); ``page_html`` prepends its ``CONFIG``.
-HARNESS_JS = (Path(__file__).with_name("harness.js")).read_text()
+HARNESS_JS = (Path(__file__).with_name("harness.js")).read_text().replace("/*PRNG*/", PRNG_JS)
+
+#: The replay page's script (``replay.js``): no sketch code runs in that page (``brushrl.render.calllog``).
+REPLAY_JS = (Path(__file__).with_name("replay.js")).read_text().replace("/*PRNG*/", PRNG_JS)
+
+#: What a page is for: ``direct`` (the sketch paints and its canvas is captured), ``record`` (the
+#: sketch runs and its calls are logged, nothing is captured) or ``replay`` (a validated log paints).
+PAGE_KINDS = ("direct", "record", "replay")
 
 def find_js_dir() -> Path:
     """The folder holding ``node_modules`` with p5 and p5.brush.
@@ -134,9 +153,11 @@ def _inline(js: str) -> str:
     return js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
 
-def harness_config(binding: str) -> dict:
-    """The ``CONFIG`` object of ``harness.js`` for one page (JSON-serialisable)."""
+def harness_config(binding: str, record: bool = False) -> dict:
+    """The ``CONFIG`` object of ``harness.js`` for one page (JSON-serialisable); ``record`` turns
+    the page into a record page (``brushrl.render.calllog``)."""
     from brushrl.gate.policy import ALLOWED_JS_GLOBALS, ALLOWED_P5_GLOBALS, P5_ENTRY_POINTS
+    from brushrl.render.calllog import RECORDED_P5, Bounds
 
     return {
         "binding": binding,
@@ -144,17 +165,24 @@ def harness_config(binding: str) -> dict:
         "allowedP5": sorted(ALLOWED_P5_GLOBALS),
         "allowedJs": sorted(ALLOWED_JS_GLOBALS),
         "entryPoints": sorted(P5_ENTRY_POINTS),
+        "record": record,
+        "recordP5": sorted(RECORDED_P5),
+        # one more than the validator admits, so an overfull log is rejected by the validator
+        "maxLog": Bounds().max_entries + 1,
     }
 
 
 def harness_digest() -> str:
-    """SHA-256 (first 16 hex digits) of the harness scripts and the allowlists they enforce: part
+    """SHA-256 (first 16 hex digits) of the page scripts and the allowlists they enforce: part
     of the renderer's ``env``, so a render cache never serves a result the harness would now judge
     differently."""
     import hashlib
 
+    from brushrl.render import calllog
+
     config = harness_config("")
-    return hashlib.sha256((GATE_JS + HARNESS_JS + json.dumps(config)).encode()).hexdigest()[:16]
+    tables = json.dumps([sorted(calllog.REPLAYABLE_BRUSH), str(calllog.Bounds())])
+    return hashlib.sha256((GATE_JS + HARNESS_JS + REPLAY_JS + json.dumps(config) + tables).encode()).hexdigest()[:16]
 
 
 #: The two scripts a page waits for (``brushrl.render.page.SketchPage`` holds their requests until
@@ -162,20 +190,28 @@ def harness_digest() -> str:
 START_PATH, SKETCH_PATH = "/start.js", "/sketch.js"
 
 
-def page_html(nonce: str, binding: str) -> str:
-    """The HTML document of one page; the page reports its outcome through the exposed binding
-    named ``binding``. It holds no sketch: its last two scripts are ``START_PATH`` and
-    ``SKETCH_PATH``, served as ``start_js(seed)`` and ``sketch_js(code)``."""
+def page_html(nonce: str, binding: str, kind: str = "direct") -> str:
+    """The HTML document of one page (``kind`` in :data:`PAGE_KINDS`); the page reports its
+    outcome through the exposed binding named ``binding``. It holds no sketch: its last two
+    scripts are ``START_PATH`` and ``SKETCH_PATH``, served as ``start_js(seed)`` and
+    ``sketch_js(code)`` (a replay page: ``calllog.replay_program(log)``)."""
+    if kind not in PAGE_KINDS:
+        raise ValueError(f"page kind {kind!r} is not one of {PAGE_KINDS}")
     n = html.escape(nonce, quote=True)
-    config = json.dumps(harness_config(binding))
+    if kind == "replay":
+        scripts = (f'<script nonce="{n}">{{ const CONFIG = {_inline(json.dumps({"binding": binding}))};\n'
+                   f"{_inline(REPLAY_JS)}}}\n//# sourceURL=brushrl-replay.js\n</script>")
+    else:
+        config = json.dumps(harness_config(binding, record=kind == "record"))
+        scripts = (f'<script nonce="{n}">{GATE_JS}</script>'
+                   # a block, so CONFIG is not a global the sketch could collide with
+                   f'<script nonce="{n}">{{ const CONFIG = {_inline(config)};\n{HARNESS_JS}}}\n'
+                   "//# sourceURL=brushrl-harness.js\n</script>")
     return (
         '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">'
         '<meta http-equiv="x-dns-prefetch-control" content="off">'
         "<style>html,body{margin:0;background:#fff;overflow:hidden}</style>"
-        f'<script nonce="{n}">{GATE_JS}</script>'
-        # a block, so CONFIG is not a global the sketch could collide with
-        f'<script nonce="{n}">{{ const CONFIG = {_inline(config)};\n{HARNESS_JS}}}\n'
-        "//# sourceURL=brushrl-harness.js\n</script>"
+        f"{scripts}"
         '<script src="/p5.min.js"></script><script src="/p5.brush.js"></script>'
         f'<script src="{START_PATH}"></script><script src="{SKETCH_PATH}"></script>'
         "</head><body></body></html>"

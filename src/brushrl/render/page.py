@@ -34,14 +34,18 @@ class SketchPage:
         assets: ``{path: bytes}`` the origin serves besides the document (the two libraries).
         size: viewport side, pixels.
         timeout_ms: how long the navigation may take to commit.
+        kind: ``direct`` (the sketch paints, its canvas is captured), ``record`` (the sketch runs,
+            its calls are logged) or ``replay`` (``deliver`` takes ``calllog.replay_program``).
 
     Raises:
         playwright.sync_api.Error: the context or page cannot be made (the browser is gone), or the
             navigation did not commit in ``timeout_ms`` (``TimeoutError``); the context is closed.
     """
 
-    def __init__(self, browser, assets: dict[str, bytes], size: int, timeout_ms: float):
+    def __init__(self, browser, assets: dict[str, bytes], size: int, timeout_ms: float, kind: str = "direct"):
         self.size = size
+        self.kind = kind
+        """``direct``, ``record`` or ``replay`` (``brushrl.render.harness.PAGE_KINDS``)."""
         self.opened = time.monotonic()
         """When the page was opened (monotonic seconds): a spare's age."""
         self.events: list[dict] = []
@@ -56,7 +60,7 @@ class SketchPage:
         self._scripts: dict[str, bytes] | None = None  # their bodies, once delivered
         nonce = secrets.token_urlsafe(18)
         binding = "__brushrl_report_" + secrets.token_hex(8)
-        self._doc = page_html(nonce, binding).encode()
+        self._doc = page_html(nonce, binding, kind).encode()
         self._headers = {"Content-Security-Policy": csp(nonce), "Cache-Control": "no-store"}
         self.context = browser.new_context(
             viewport={"width": size, "height": size}, device_scale_factor=1, service_workers="block",
@@ -85,7 +89,8 @@ class SketchPage:
         when they come. Raises ``RuntimeError`` on a second call."""
         if self._scripts is not None:
             raise RuntimeError("a SketchPage renders one sketch")
-        self._scripts = {START_PATH: start_js(seed).encode(), SKETCH_PATH: sketch_js(code).encode()}
+        body = code if self.kind == "replay" else sketch_js(code)  # a replay page gets calllog.replay_program
+        self._scripts = {START_PATH: start_js(seed).encode(), SKETCH_PATH: body.encode()}
         for path in (START_PATH, SKETCH_PATH):
             if path in self._held:
                 self._serve(self._held.pop(path), path)

@@ -1,0 +1,87 @@
+// The replay page (brushrl.render.calllog): re-draws a painting from a validated call log in a page
+// that holds no sketch code: this script with CONFIG = {binding} prepended by Python, p5, p5.brush,
+// then /start.js (`__brushrl_start(seed)`) and /sketch.js (`__brushrl_replay(entries)`), both
+// written by Python from validated data. The page starts exactly like the sketch's page
+// (mulberry32(0) while the libraries load, the render seed from __brushrl_start on, p5.brush's
+// PRNGs drawn again from it), so the same brush calls in the same order paint the same marks.
+// Entries before the ['frame'] marker run in setup(), the rest in draw(); the addon's postsetup /
+// postdraw hooks (after p5.brush's flush) capture the only WebGL2 canvas and report once.
+(() => {
+  'use strict';
+  const G = window;
+  const report = G[CONFIG.binding];
+  delete G[CONFIG.binding];
+  const perf = G.performance;
+  const now = () => perf.now();
+  /*PRNG*/
+  const errors = [];
+  let sent = false, frames = 0, t0 = now(), tStart = now(), inst = null;
+  const say = (x) => String(x && x.stack ? x.stack : x).slice(0, 300);
+  const capture = () => {
+    const found = [...document.getElementsByTagName('canvas')].filter((c) => c.isConnected && c.getContext('webgl2'));
+    if (found.length !== 1) return { png: null, why: found.length + ' WebGL2 canvases in the document, not 1' };
+    return { png: found[0].toDataURL('image/png'), width: found[0].width, height: found[0].height };
+  };
+  const finish = () => {
+    if (sent) return;
+    sent = true;
+    let shot = null;
+    try { if (!errors.length) shot = capture(); } catch (e) { errors.push('capture failed: ' + say(e)); }
+    const t = now();
+    report({ phase: 'done', errors: errors.slice(0, 20), png: shot && shot.png, canvas: shot && shot.png ? [shot.width, shot.height] : null,
+             capture: shot && shot.why, frames, calls: {}, forbidden: {}, draw_s: (t - t0) / 1000, sketch_s: (t - tStart) / 1000 });
+  };
+  G.addEventListener('error', (e) => { errors.push(say(e.error || e.message)); finish(); });
+  G.addEventListener('unhandledrejection', (e) => { errors.push('unhandled rejection: ' + say(e.reason)); finish(); });
+
+  G.__brushrl_start = (seed) => {
+    delete G.__brushrl_start;
+    s = seed >>> 0;
+    G.brush.seed(Math.random());
+    G.brush.noiseSeed(Math.random());
+    tStart = now();
+    report({ phase: 'sketch' });
+  };
+
+  // A logged value back to what the sketch passed (tags: render.calllog.TAGS).
+  const decode = (v) => {
+    if (Array.isArray(v)) return v.map(decode);
+    if (v === null || typeof v !== 'object') return v;
+    if (v.$ === 'undefined') return undefined;
+    if (v.$ === 'color') return inst.color(`color(srgb ${v.v[0]} ${v.v[1]} ${v.v[2]} / ${v.v[3]})`);
+    if (v.$ === 'vector') return inst.createVector(v.v[0], v.v[1], v.v[2]);
+    if (v.$ === 'object') {
+      const out = {};
+      for (const k of Object.keys(v.v)) out[k] = decode(v.v[k]);
+      return out;
+    }
+    throw new Error('replay: unknown tag ' + v.$);  // calllog admits none
+  };
+  const run = (entries) => {
+    for (const [target, name, args] of entries) {
+      const self = target === 'brush' ? G.brush : inst;
+      self[name](...args.map(decode));
+    }
+  };
+
+  G.__brushrl_replay = (entries) => {
+    delete G.__brushrl_replay;
+    const cut = entries.findIndex((e) => e[0] === 'frame');
+    const first = cut < 0 ? entries : entries.slice(0, cut);
+    const rest = cut < 0 ? null : entries.slice(cut + 1);
+    G.p5.registerAddon((p5, fn, lifecycles) => {
+      lifecycles.presetup = function () { inst = this; };
+      lifecycles.postsetup = function () {
+        if (!rest) { finish(); return; }
+        this._lastTargetFrameTime = -Infinity;  // draw the first frame now (harness.js says why)
+      };
+      lifecycles.postdraw = function () { this.noLoop(); frames += 1; finish(); };
+    });
+    G.setup = function setup() {
+      t0 = now();
+      inst.pixelDensity(1);
+      run(first);
+    };
+    if (rest) G.draw = function draw() { run(rest); };
+  };
+})();
