@@ -8,6 +8,7 @@ paints is never looked at. Its done report carries the log: a list of entries
 
 * ``["brush", name, args]``: a p5.brush method call;
 * ``["p5", name, args]``: one of :data:`RECORDED_P5` (canvas, background, transforms, modes, seeds);
+* ``["renderer", name, args]``: one of :data:`RECORDED_RENDERER` on the renderer a transform returned;
 * ``["frame"]``: setup() ended; what follows was called in the first draw().
 
 with ``args`` plain data: numbers, strings, booleans, null, lists, and tagged objects
@@ -42,6 +43,13 @@ RECORDED_P5: frozenset[str] = frozenset(
     createCanvas background push pop translate rotate rotateX rotateY rotateZ scale shearX shearY
     applyMatrix resetMatrix angleMode colorMode randomSeed noiseSeed
     """.split()
+)
+
+#: Methods of the renderer p5's transforms return (``translate(x, y).rotate(a)``), logged with
+#: target ``"renderer"`` and replayed on the replay's renderer: the renderer's own transforms, which
+#: take radians whatever ``angleMode`` says.
+RECORDED_RENDERER: frozenset[str] = frozenset(
+    "push pop translate rotate rotateX rotateY rotateZ scale applyMatrix resetMatrix".split()
 )
 
 #: p5.brush 2.2 methods the replay can run: those that return nothing (the record page's stubs
@@ -181,7 +189,7 @@ def validate_log(raw, bounds: Bounds = Bounds()) -> CallLog:
         target, name, args = e
         if target == "brush" and name in REPLAYABLE_BRUSH:
             calls[name] += 1
-        elif target != "p5" or name not in RECORDED_P5:
+        elif not ((target == "p5" and name in RECORDED_P5) or (target == "renderer" and name in RECORDED_RENDERER)):
             raise CallLogRejected(R.INVALID_CALL, f"entry {i}: {str(target)[:10]}.{name[:40]} cannot be replayed")
         if len(args) > 16:
             raise CallLogRejected(R.INVALID_CALL, f"entry {i}: {target}.{name} with {len(args)} arguments")

@@ -61,6 +61,7 @@
   // Record mode (CONFIG.record): brush methods only record, p5's recorded calls (CONFIG.recordP5)
   // record and run; the done report carries the log, and nothing is captured (render.calllog).
   const RECORD = !!CONFIG.record, RECORD_P5 = new Set(CONFIG.recordP5 || []), MAX_LOG = CONFIG.maxLog || 0;
+  const RENDERER_RECORDED = new Set(CONFIG.recordRenderer || []);
   const log = [];
   let logFull = false;
   let frames = 0, t0 = now(), tSketch = now(), sent = false, instance = null;
@@ -376,11 +377,24 @@
         }
       }
     }
+    // The transforms return the renderer (`translate(x, y).rotate(a)`): in record mode the
+    // renderer's own transform methods record too, as target 'renderer' (its rotate takes radians
+    // whatever angleMode says, so it is not p5's rotate).
+    const rendererProto = p5Ref.Renderer && p5Ref.Renderer.prototype;
     for (const cls of P5_CLASSES) {
       TRUSTED.add(cls);
+      const isRenderer = RECORD && rendererProto && (cls === rendererProto || rendererProto.isPrototypeOf(cls));
       for (const k of getOwnPropertyNames(cls)) {
         const d = getOwnPropertyDescriptor(cls, k);
-        if (d.configurable && typeof d.value === 'function' && k !== 'constructor') lockMethod(cls, k, d.value, 'p5 class');
+        if (!(d.configurable && typeof d.value === 'function' && k !== 'constructor')) continue;
+        let value = d.value;
+        if (isRenderer && RENDERER_RECORDED.has(k)) {
+          value = gate.wrap(value, (args, self, w) => {
+            if (sketchCalled(w)) record('renderer', k, args);
+            return args;
+          });
+        }
+        lockMethod(cls, k, value, 'p5 class');
       }
     }
   };

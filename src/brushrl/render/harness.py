@@ -157,7 +157,7 @@ def harness_config(binding: str, record: bool = False) -> dict:
     """The ``CONFIG`` object of ``harness.js`` for one page (JSON-serialisable); ``record`` turns
     the page into a record page (``brushrl.render.calllog``)."""
     from brushrl.gate.policy import ALLOWED_JS_GLOBALS, ALLOWED_P5_GLOBALS, P5_ENTRY_POINTS
-    from brushrl.render.calllog import RECORDED_P5, Bounds
+    from brushrl.render.calllog import RECORDED_P5, RECORDED_RENDERER, Bounds
 
     return {
         "binding": binding,
@@ -167,6 +167,7 @@ def harness_config(binding: str, record: bool = False) -> dict:
         "entryPoints": sorted(P5_ENTRY_POINTS),
         "record": record,
         "recordP5": sorted(RECORDED_P5),
+        "recordRenderer": sorted(RECORDED_RENDERER),
         # one more than the validator admits, so an overfull log is rejected by the validator
         "maxLog": Bounds().max_entries + 1,
     }

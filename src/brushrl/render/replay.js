@@ -4,6 +4,7 @@
 // written by Python from validated data. The page starts exactly like the sketch's page
 // (mulberry32(0) while the libraries load, the render seed from __brushrl_start on, p5.brush's
 // PRNGs drawn again from it), so the same brush calls in the same order paint the same marks.
+// Targets: 'brush' (p5.brush), 'p5' (the instance), 'renderer' (what p5's transforms return).
 // Entries before the ['frame'] marker run in setup(), the rest in draw(); the addon's postsetup /
 // postdraw hooks (after p5.brush's flush) capture the only WebGL2 canvas and report once.
 (() => {
@@ -59,7 +60,7 @@
   };
   const run = (entries) => {
     for (const [target, name, args] of entries) {
-      const self = target === 'brush' ? G.brush : inst;
+      const self = target === 'brush' ? G.brush : target === 'renderer' ? inst._renderer : inst;
       self[name](...args.map(decode));
     }
   };
