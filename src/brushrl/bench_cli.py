@@ -13,6 +13,7 @@ import importlib
 _BENCH_MODULES = {
     "render": "brushrl.render.benchmark",  # render farm: latency, CPU, throughput, determinism
     "pipeline": "brushrl.orchestrator.bench",  # training steps/hour, sync vs async
+    "replay": "brushrl.render.replay_bench",  # record + validate + replay vs the direct and bare paths
 }
 
 

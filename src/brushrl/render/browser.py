@@ -166,7 +166,8 @@ class Renderer:
             (with ``mode="replay"``, a record page and a replay page).
         mode: ``"replay"``: record the sketch's calls, validate the log, re-draw it in a page
             without sketch code and return that PNG (``brushrl.render.calllog``); ``"direct"``:
-            capture the canvas the sketch painted itself.
+            capture the canvas the sketch painted itself; ``"bare"`` (benchmarks only, unsafe): the
+            sketch in a page without the harness, the path before the in-page wrapping.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -186,8 +187,8 @@ class Renderer:
         spare_page: bool = True,
         mode: str = "replay",
     ):
-        if mode not in ("replay", "direct"):
-            raise ValueError(f"render mode {mode!r} is not replay or direct")
+        if mode not in ("replay", "direct", "bare"):
+            raise ValueError(f"render mode {mode!r} is not replay or direct (or bare: benchmarks only)")
         self.mode = mode
         self.spare_page = spare_page
         self._spares: dict[str, SketchPage] = {}  # page kind -> the spare of that kind
@@ -366,10 +367,14 @@ class Renderer:
         """One attempt within ``deadline_s``: the sketch's page; in replay mode then the log's
         validation and the replay page (``brushrl.render.calllog``)."""
         start = time.monotonic()
-        if self.mode == "direct":
-            return self._run_page("direct", code, seed, size, deadline_s, start)[0]
+        if self.mode != "replay":
+            return self._run_page(self.mode, code, seed, size, deadline_s, start)[0]
         rec, state = self._run_page("record", code, seed, size, deadline_s, start)
         if rec.status != "ok":
+            return rec
+        if rec.forbidden or rec.refused:  # failed whatever the log holds (the runtime gate, step 1)
+            rec.status = "error"
+            rec.js_errors = ["the page refused: " + ", ".join([*rec.forbidden, *rec.refused])[:MAX_CHARS]]
             return rec
         t0 = time.monotonic()
         try:
@@ -492,7 +497,7 @@ class Renderer:
                   "phases": phases, **meter}
         if state["errors"]:
             return RenderResult("error", js_errors=list(state["errors"]), **common), state
-        if kind == "record":  # nothing was captured: the report carries the call log
+        if kind == "record" and not state.get("capture"):  # nothing captured: the report carries the log
             return RenderResult("ok", **common), state
         if not state["png"]:
             why = state.get("capture") or "the sketch created no canvas"

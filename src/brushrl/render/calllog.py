@@ -72,7 +72,7 @@ TAGS = ("undefined", "color", "vector", "object")
 #: Strings the replay passes on: colour names and hex, CSS colour functions, p5 and p5.brush
 #: mode names and brush names. No quotes, backslashes or angle brackets.
 _STRING = re.compile(r"^[A-Za-z0-9#%(),.\s/_+-]{0,64}$")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+_KEY = re.compile(r"^(?!__)[A-Za-z_][A-Za-z0-9_]{0,31}$")  # no __proto__ and kin
 
 #: Largest |number| in an argument: coordinates of a canvas up to 4096 px, ten canvases out.
 MAX_ABS = 40960.0

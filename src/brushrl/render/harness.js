@@ -143,6 +143,10 @@
     }
     forbidden[what] += 1;
     lastSites = null;
+    // A record page ends at the first refusal: the verdict is made (the runtime gate fails any
+    // refusal), and a sketch that goes on with the undefined a refused call returned would only
+    // die of a TypeError, or wait out the deadline (instance mode).
+    if (RECORD) finish();
   };
 
   // -- the call log (record mode) ------------------------------------------------------------------
@@ -315,13 +319,16 @@
     const c = found[0];
     const own = getOwnPropertyNames(c);
     if (own.length) note('capture:canvas carries own properties ' + apply(stringSlice, jsonStringify(own), [0, 80]));
+    // A record page checks its canvas as a capture would (a sketch that forges it is reported)
+    // but reads no pixels: the replay paints what is judged.
+    if (RECORD) return { png: null, why: null };
     return { png: apply(toDataURL, c, ['image/png']), width: apply(canvasWidth, c, []), height: apply(canvasHeight, c, []) };
   };
   const finish = () => {
     if (sent) return;
     sent = true;
     let shot = null;
-    try { if (!errors.length && !RECORD) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
+    try { if (!errors.length) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
     const t = now();
     report({ phase: 'done', errors: errors.slice(0, 20), png: shot && shot.png, canvas: shot && shot.png ? [shot.width, shot.height] : null,
              capture: shot && shot.why, log: RECORD ? log : null, log_full: logFull,

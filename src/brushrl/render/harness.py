@@ -101,7 +101,9 @@ REPLAY_JS = (Path(__file__).with_name("replay.js")).read_text().replace("/*PRNG*
 
 #: What a page is for: ``direct`` (the sketch paints and its canvas is captured), ``record`` (the
 #: sketch runs and its calls are logged, nothing is captured) or ``replay`` (a validated log paints).
-PAGE_KINDS = ("direct", "record", "replay")
+PAGE_KINDS = ("direct", "record", "replay", "bare")
+#: ``bare`` (benchmarks only, never scored): the replay page's document running the sketch itself,
+#: without the harness: the path before the in-page wrapping.
 
 def find_js_dir() -> Path:
     """The folder holding ``node_modules`` with p5 and p5.brush.
@@ -199,7 +201,7 @@ def page_html(nonce: str, binding: str, kind: str = "direct") -> str:
     if kind not in PAGE_KINDS:
         raise ValueError(f"page kind {kind!r} is not one of {PAGE_KINDS}")
     n = html.escape(nonce, quote=True)
-    if kind == "replay":
+    if kind in ("replay", "bare"):
         scripts = (f'<script nonce="{n}">{{ const CONFIG = {_inline(json.dumps({"binding": binding}))};\n'
                    f"{_inline(REPLAY_JS)}}}\n//# sourceURL=brushrl-replay.js\n</script>")
     else:

@@ -90,7 +90,8 @@ class SketchPage:
         if self._scripts is not None:
             raise RuntimeError("a SketchPage renders one sketch")
         body = code if self.kind == "replay" else sketch_js(code)  # a replay page gets calllog.replay_program
-        self._scripts = {START_PATH: start_js(seed).encode(), SKETCH_PATH: body.encode()}
+        start = start_js(seed) + ("window.__brushrl_bare();\n" if self.kind == "bare" else "")
+        self._scripts = {START_PATH: start.encode(), SKETCH_PATH: body.encode()}
         for path in (START_PATH, SKETCH_PATH):
             if path in self._held:
                 self._serve(self._held.pop(path), path)

@@ -65,24 +65,28 @@
     }
   };
 
+  // After p5.brush's addon (its flush runs first): finish after setup when there is no draw,
+  // else after the first frame.
+  const hooks = () => G.p5.registerAddon((p5, fn, lifecycles) => {
+    lifecycles.presetup = function () { inst = this; t0 = now(); };
+    lifecycles.postsetup = function () {
+      if (typeof G.draw !== 'function') { finish(); return; }
+      this._lastTargetFrameTime = -Infinity;  // draw the first frame now (harness.js says why)
+    };
+    lifecycles.postdraw = function () { this.noLoop(); frames += 1; finish(); };
+  });
+
   G.__brushrl_replay = (entries) => {
     delete G.__brushrl_replay;
     const cut = entries.findIndex((e) => e[0] === 'frame');
     const first = cut < 0 ? entries : entries.slice(0, cut);
     const rest = cut < 0 ? null : entries.slice(cut + 1);
-    G.p5.registerAddon((p5, fn, lifecycles) => {
-      lifecycles.presetup = function () { inst = this; };
-      lifecycles.postsetup = function () {
-        if (!rest) { finish(); return; }
-        this._lastTargetFrameTime = -Infinity;  // draw the first frame now (harness.js says why)
-      };
-      lifecycles.postdraw = function () { this.noLoop(); frames += 1; finish(); };
-    });
-    G.setup = function setup() {
-      t0 = now();
-      inst.pixelDensity(1);
-      run(first);
-    };
+    hooks();
+    G.setup = function setup() { inst.pixelDensity(1); run(first); };  // as the harness's setup does
     if (rest) G.draw = function draw() { run(rest); };
   };
+  // The benchmark's "bare" page (render.replay_bench): the sketch itself runs here, with no
+  // harness at all -- the path before the in-page wrapping, for comparison only, never scored
+  // (its pixel density is the viewport's, 1, without the harness's pixelDensity(1) call).
+  G.__brushrl_bare = () => { delete G.__brushrl_bare; hooks(); };
 })();
