@@ -540,7 +540,9 @@ class StaticAnalyzer:
             binding = self.scopes.resolve(first)
             if binding is None:
                 return False
-            if binding.kind == "function" or _promise_executor_param(binding):
+            # A parameter: a string passed in would be an eval, which the page's CSP refuses (no
+            # unsafe-eval), and with render.mode replay nothing the page does is scored.
+            if binding.kind in ("function", "param") or _promise_executor_param(binding):
                 return True
             value = binding.decl.child_by_field_name("value") if binding.kind == "const" else None
             return value is not None and value.type in (
@@ -587,6 +589,12 @@ class StaticAnalyzer:
             return  # judged with the brush reference (_brush)
         elif self.values.is_numeric(index) and kind is not Kind.WINDOW:
             return  # an index: a number never spells a member's name
+        elif kind is Kind.OTHER:
+            # A value of no known kind (a parameter, a call's result): `arr[k]` in a helper. The
+            # values a sketch can hold are the ones this gate lets through (window, `this` and p5
+            # objects cannot be passed on), and with render.mode replay what the sketch's page
+            # reaches is never scored (brushrl.render.calllog): the gate is the pre-filter there.
+            return
         elif kind is not Kind.OWN:
             self.add(
                 R.EXTERNAL_ACCESS,

@@ -46,6 +46,8 @@ from brushrl.types import RenderResult
 
 #: ``RenderResult.phases`` keys, in page order.
 PHASES = ("page", "load", "sketch", "close", "decode")
+#: More phases of a ``render.mode: replay`` render (record page above, then these).
+REPLAY_PHASES = ("validate", "replay_page", "replay_load", "replay_sketch", "replay_close")
 
 
 def summarise(results: list[RenderResult], batch_s: float) -> dict:
@@ -71,7 +73,8 @@ def summarise(results: list[RenderResult], batch_s: float) -> dict:
         "batch_s": batch_s,
         "peak_rss_mb_per_actor": max(per_actor.values(), default=0.0),
         "actors_seen": len(per_actor),
-        "phase_p50_s": {ph: quantile([r.phases[ph] for r in ok if ph in r.phases], 0.5) for ph in PHASES},
+        "phase_p50_s": {ph: quantile([r.phases[ph] for r in ok if ph in r.phases], 0.5)
+                        for ph in (*PHASES, *(REPLAY_PHASES if any("validate" in r.phases for r in ok) else ()))},
     }
 
 

@@ -372,10 +372,6 @@ class Renderer:
         rec, state = self._run_page("record", code, seed, size, deadline_s, start)
         if rec.status != "ok":
             return rec
-        if rec.forbidden or rec.refused:  # failed whatever the log holds (the runtime gate, step 1)
-            rec.status = "error"
-            rec.js_errors = ["the page refused: " + ", ".join([*rec.forbidden, *rec.refused])[:MAX_CHARS]]
-            return rec
         t0 = time.monotonic()
         try:
             calls = validate_log(state.get("log"), Bounds(max_abs=max(MAX_ABS, 10.0 * size)))

@@ -143,10 +143,10 @@
     }
     forbidden[what] += 1;
     lastSites = null;
-    // A record page ends at the first refusal: the verdict is made (the runtime gate fails any
-    // refusal), and a sketch that goes on with the undefined a refused call returned would only
-    // die of a TypeError, or wait out the deadline (instance mode).
-    if (RECORD) finish();
+    // A record page ends at the first refused p5 function: the verdict is made (the runtime gate
+    // fails any refusal), and a sketch that goes on with the undefined it returned would only die
+    // of a TypeError (createGraphics(...).pixelDensity) or wait out the deadline (instance mode).
+    if (RECORD && apply(stringSlice, what, [0, 3]) === 'p5.') finish();
   };
 
   // -- the call log (record mode) ------------------------------------------------------------------
@@ -504,7 +504,13 @@
       gate.vetted(registerAddon, p5Ref, [(p5, fn, lifecycles) => {
         lifecycles.presetup = function () { instance = this; wrapP5(this); };
         lifecycles.postsetup = function () {
-          if (typeof G.draw !== 'function') { finish(); return; }
+          if (typeof G.draw !== 'function') {
+            // No draw: stop p5's loop too, or its next frame comes from requestAnimationFrame,
+            // with no library frame on the stack, and would be refused as the sketch's call.
+            gate.vetted(this.noLoop, this, []);
+            finish();
+            return;
+          }
           if (RECORD) apply(arrayPush, log, [['frame']]);  // what follows is drawn in draw()
           // p5 2.3's first _draw (called by its own start-up) skips drawing when less than a frame
           // interval has passed since setup and leaves the frame to requestAnimationFrame, whose
