@@ -629,6 +629,27 @@ def test_page_over_the_memory_cap_is_killed_and_the_browser_lives_on():
         ok(r.render(BLANK, 0, SIZE, 30, 1))
 
 
+def test_a_page_whose_webgl_memory_passes_the_cap_in_the_gpu_process_is_killed():
+    """WebGL buffers live in the GPU process, beyond the page's renderer cap: the GPU process is
+    capped too. The page allocates them without the harness (the benchmark's bare page: the harness
+    would refuse the raw WebGL calls), so this measures the watch, not the harness."""
+    hog = """async function setup() {
+  createCanvas(600, 600, WEBGL);
+  const gl = drawingContext, keep = [];
+  for (let i = 0; i < 400; i++) {
+    const b = gl.createBuffer(); gl.bindBuffer(gl.ARRAY_BUFFER, b);
+    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array(8e6), gl.STATIC_DRAW);
+    gl.drawArrays(gl.POINTS, 0, 1); keep.push(b);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}"""
+    with Renderer(gl_backend="llvmpipe", memory_cap_mb=768, mode="bare") as r:
+        res = r.render(hog, 0, SIZE, 120, 1)
+        assert res.status == "error" and res.js_errors[0].startswith("memory cap: the GPU process"), res.js_errors
+        assert any(x.startswith("memory: GPU process") for x in res.refused)
+        ok(r.render(BLANK, 0, SIZE, 30, 1))  # a new browser: the next render is not charged for it
+
+
 def test_wrong_canvas_size_fails_the_gate_from_the_png(renderer):
     from brushrl.config import GateConfig
     from brushrl.gate.runtime import check_runtime

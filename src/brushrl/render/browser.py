@@ -153,8 +153,9 @@ class Renderer:
             (``brushrl.render.harness.find_js_dir``).
         actor_id: written into every ``RenderResult.actor_id``.
         extra_args: more Chromium flags (benchmarks).
-        memory_cap_mb: RSS cap of the page's renderer process (MiB; None: no cap). Above it the
-            process is killed and the render is a sketch ``error`` whose first ``js_errors`` entry
+        memory_cap_mb: RSS cap of the page's renderer process, and of the GPU process, where its
+            WebGL buffers live (MiB; None: no cap). Above it the process is killed (the GPU
+            process over it: the pages are) and the render is a sketch ``error`` whose first ``js_errors`` entry
             starts with ``MEMORY_CAP``; the browser lives on. V8's old space is limited to half of
             it with ``--js-flags=--max-old-space-size`` (an ArrayBuffer is not V8 heap, hence the
             RSS watch). Checked every ``POLL_MS``.
@@ -428,6 +429,17 @@ class Renderer:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
+            if self.memory_cap_mb and u.gpu_rss_mb > self.memory_cap_mb and not killed:
+                # WebGL memory is held in the GPU process, not the page's: the page is the one
+                # drawing (spares only load), and killing the pages frees what they hold there.
+                killed.append(f"{MEMORY_CAP}: the GPU process used {u.gpu_rss_mb:.0f} MiB > {self.memory_cap_mb} MiB "
+                              "(the page's WebGL buffers); the pages were killed")
+                page.refuse(f"memory: GPU process {u.gpu_rss_mb:.0f} MiB > cap {self.memory_cap_mb} MiB")
+                for pid in u.renderer_rss_mb or {}:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
 
         t_begin = t_commit = time.monotonic()
         try:
@@ -465,6 +477,9 @@ class Renderer:
         meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb),
                  "forbidden": page.forbidden()}
         if killed:
+            if "GPU process" in killed[0]:
+                # the GPU process may keep what it grew to: start the next render in a new browser
+                self._safe_relaunch(RenderResult("error"))
             return RenderResult("error", js_errors=killed, **seen, **meter), None
         state = page.done()
         if page.left and not state:

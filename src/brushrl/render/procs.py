@@ -42,11 +42,14 @@ class Usage:
         rss_mb: sum of resident set sizes of the live processes, MiB (shared pages counted once per
             process, so an upper bound of the memory the browser really holds).
         renderer_rss_mb: ``{pid: RSS MiB}`` of the ``--type=renderer`` processes (the pages).
+        gpu_rss_mb: RSS of the ``--type=gpu-process`` process, MiB: WebGL buffers and textures
+            live there, beyond the renderer's cap.
     """
 
     cpu_s: float = 0.0
     rss_mb: float = 0.0
     renderer_rss_mb: dict[int, float] | None = None
+    gpu_rss_mb: float = 0.0
 
 
 class ChromiumProcesses:
@@ -91,8 +94,12 @@ class ChromiumProcesses:
                 with p.oneshot():
                     t = p.cpu_times()
                     rss = p.memory_info().rss / MB
-                    if p is not self.browser and "--type=renderer" in p.cmdline():
-                        out.renderer_rss_mb[p.pid] = rss
+                    if p is not self.browser:
+                        cmd = p.cmdline()
+                        if "--type=renderer" in cmd:
+                            out.renderer_rss_mb[p.pid] = rss
+                        elif "--type=gpu-process" in cmd:
+                            out.gpu_rss_mb += rss
             except psutil.Error:
                 continue
             out.cpu_s += t.user + t.system + t.children_user + t.children_system
