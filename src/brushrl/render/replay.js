@@ -58,10 +58,17 @@
     }
     throw new Error('replay: unknown tag ' + v.$);  // calllog admits none
   };
-  const run = (entries) => {
-    for (const [target, name, args] of entries) {
+  // A call that throws here threw for the sketch too (same call, same state): the error names
+  // the call, since the sketch's line is not in this page.
+  const run = (entries, offset) => {
+    for (let i = 0; i < entries.length; i++) {
+      const [target, name, args] = entries[i];
       const self = target === 'brush' ? G.brush : target === 'renderer' ? inst._renderer : inst;
-      self[name](...args.map(decode));
+      try {
+        self[name](...args.map(decode));
+      } catch (e) {
+        throw new Error(`${target}.${name}() (call ${offset + i + 1} of the sketch's log) threw: ${e && e.message}`);
+      }
     }
   };
 
@@ -82,8 +89,8 @@
     const first = cut < 0 ? entries : entries.slice(0, cut);
     const rest = cut < 0 ? null : entries.slice(cut + 1);
     hooks();
-    G.setup = function setup() { inst.pixelDensity(1); run(first); };  // as the harness's setup does
-    if (rest) G.draw = function draw() { run(rest); };
+    G.setup = function setup() { inst.pixelDensity(1); run(first, 0); };  // as the harness's setup does
+    if (rest) G.draw = function draw() { run(rest, cut + 1); };
   };
   // The benchmark's "bare" page (render.replay_bench): the sketch itself runs here, with no
   // harness at all -- the path before the in-page wrapping, for comparison only, never scored
