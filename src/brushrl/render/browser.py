@@ -5,7 +5,11 @@ each sketch in a fresh browser context + page (``brushrl.render.page.SketchPage`
 realm with no storage shared with the previous sketch. The next sketch's page is opened while the
 current one draws (a *spare*, ``render.spare_page``), with p5 and p5.brush already loaded when its
 sketch arrives. The page is the harness of ``brushrl.render.harness``, which refuses and
-reports (``RenderResult.forbidden``) every call the sketch makes outside the gate's allowlist. The
+reports (``RenderResult.forbidden``) every call the sketch makes outside the gate's allowlist.
+With ``mode="replay"`` (``render.mode``, the default) that page only *records*: its brush calls
+are logged, never drawn, the log is validated here (``brushrl.render.calllog``), and a second page
+holding only p5, p5.brush and the log re-draws the painting with the same seed; that PNG is the
+result (a rejected log is an ``error`` with ``RenderResult.rejected``). The
 network is closed by an empty network namespace around Chromium (``brushrl.render.netns``; a
 renderer refuses to start without one unless the config opts out), and behind it by
 ``page.route`` (everything except the page and the two libraries is aborted and recorded), a CSP
@@ -49,7 +53,6 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from brushrl.config import RenderConfig
-from brushrl.gate import reasons as R
 from brushrl.render.calllog import MAX_ABS, Bounds, CallLogRejected, replay_program, validate_log
 from brushrl.render.harness import harness_digest, load_assets
 from brushrl.render.page import MAX_CHARS, SketchPage
@@ -379,12 +382,6 @@ class Renderer:
         except CallLogRejected as exc:
             rec.status, rec.rejected, rec.detail = "error", exc.code, exc.detail
             rec.js_errors = [f"call log rejected ({exc.code}): {exc.detail}"[:MAX_CHARS]]
-            return rec
-        rec.brush_calls = calls.brush_calls
-        if state.get("log_full"):  # the page stopped logging: never replay a cut log
-            rec.status, rec.rejected = "error", R.WORK_BUDGET
-            rec.detail = f"more calls than the page logs ({len(calls.entries)})"
-            rec.js_errors = [f"call log rejected ({R.WORK_BUDGET}): {rec.detail}"]
             return rec
         t_valid = time.monotonic() - t0
         rep, _ = self._run_page("replay", replay_program(calls), seed, size, deadline_s, start)

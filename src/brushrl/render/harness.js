@@ -62,8 +62,7 @@
   // record and run; the done report carries the log, and nothing is captured (render.calllog).
   const RECORD = !!CONFIG.record, RECORD_P5 = new Set(CONFIG.recordP5 || []), MAX_LOG = CONFIG.maxLog || 0;
   const RENDERER_RECORDED = new Set(CONFIG.recordRenderer || []);
-  const log = [];
-  let logFull = false;
+  const log = [];  // MAX_LOG is one more than Python admits: a full log is rejected there
   let frames = 0, t0 = now(), tSketch = now(), sent = false, instance = null;
   const Str = String;
   const say = (x) => {
@@ -191,7 +190,7 @@
     }
   };
   const record = (target, name, args) => {
-    if (log.length >= MAX_LOG) { logFull = true; return; }
+    if (log.length >= MAX_LOG) return;
     const out = [];
     for (let i = 0; i < args.length; i++) apply(arrayPush, out, [enc(args[i], 0)]);
     apply(arrayPush, log, [[target, name, out]]);
@@ -331,7 +330,7 @@
     try { if (!errors.length) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
     const t = now();
     report({ phase: 'done', errors: errors.slice(0, 20), png: shot && shot.png, canvas: shot && shot.png ? [shot.width, shot.height] : null,
-             capture: shot && shot.why, log: RECORD ? log : null, log_full: logFull,
+             capture: shot && shot.why, log: RECORD ? log : null,
              frames, calls, forbidden, draw_s: (t - t0) / 1000, sketch_s: (t - tSketch) / 1000 });
   };
   apply(addListener, G, ['error', (e) => {
@@ -408,10 +407,23 @@
   defineProperty(G, '__brushrl_start', { configurable: true, value: (seed) => {
     delete G.__brushrl_start;
     p5Ref = G.p5;
+    if (RECORD) {
+      // A record page does not load p5.brush: `brush` is an object of recording stubs, one per
+      // export of the installed p5.brush (CONFIG.brushExports). Each returns undefined, which is
+      // why render.calllog replays only p5.brush's void methods; `new brush.Polygon(...)` is
+      // logged too, and refused there.
+      const stubs = {};
+      for (const key of CONFIG.brushExports) stubs[key] = function () { record('brush', key, arguments); };
+      defineProperty(G, 'brush', { value: stubs, writable: false, enumerable: true, configurable: false });
+    }
     const b = G.brush;
     s = seed >>> 0;
-    // p5.brush drew its PRNG and noise seeds from Math.random at load (seed 0); draw them again.
-    if (b && typeof b.seed === 'function' && typeof b.noiseSeed === 'function') {
+    // p5.brush drew its PRNG and noise seeds from Math.random at load (seed 0); draw them again
+    // (a record page draws the same two numbers, so the sketch's own stream is the same).
+    if (RECORD) {
+      Math.random();
+      Math.random();
+    } else if (b && typeof b.seed === 'function' && typeof b.noiseSeed === 'function') {
       b.seed(Math.random());
       b.noiseSeed(Math.random());
     }
@@ -434,17 +446,6 @@
       }
       const own = new Set(getOwnPropertyNames(p5Ref.prototype));
       for (const key of windowWrapped) if (!own.has(key)) lock(G, key, getOwnPropertyDescriptor(G, key));
-    }
-    if (b && typeof b === 'object' && RECORD) {
-      // Record mode: every brush method only records (its marks are made by the replay); a method
-      // that returns a value returns undefined here, which is why render.calllog replays only
-      // p5.brush's void methods.
-      for (const key of getOwnPropertyNames(b)) {
-        const d = getOwnPropertyDescriptor(b, key);
-        if (d && d.configurable && typeof d.value === 'function' && !(key[0] >= 'A' && key[0] <= 'Z')) {
-          defineProperty(b, key, { ...d, value: function () { record('brush', key, arguments); } });
-        }
-      }
     }
     if (b && typeof b === 'object') {
       // Classes (Plot, Polygon, Position) stay as they are; p5.brush calls its internals directly,

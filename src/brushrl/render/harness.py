@@ -159,6 +159,7 @@ def harness_config(binding: str, record: bool = False) -> dict:
     """The ``CONFIG`` object of ``harness.js`` for one page (JSON-serialisable); ``record`` turns
     the page into a record page (``brushrl.render.calllog``)."""
     from brushrl.gate.policy import ALLOWED_JS_GLOBALS, ALLOWED_P5_GLOBALS, P5_ENTRY_POINTS
+    from brushrl.gate.names import load_js_names
     from brushrl.render.calllog import RECORDED_P5, RECORDED_RENDERER, Bounds
 
     return {
@@ -170,6 +171,7 @@ def harness_config(binding: str, record: bool = False) -> dict:
         "record": record,
         "recordP5": sorted(RECORDED_P5),
         "recordRenderer": sorted(RECORDED_RENDERER),
+        "brushExports": sorted(load_js_names().brush_exports),
         # one more than the validator admits, so an overfull log is rejected by the validator
         "maxLog": Bounds().max_entries + 1,
     }
@@ -215,8 +217,10 @@ def page_html(nonce: str, binding: str, kind: str = "direct") -> str:
         '<meta http-equiv="x-dns-prefetch-control" content="off">'
         "<style>html,body{margin:0;background:#fff;overflow:hidden}</style>"
         f"{scripts}"
-        '<script src="/p5.min.js"></script><script src="/p5.brush.js"></script>'
-        f'<script src="{START_PATH}"></script><script src="{SKETCH_PATH}"></script>'
+        '<script src="/p5.min.js"></script>'
+        # a record page draws nothing: its `brush` is the harness's recording stubs
+        + ("" if kind == "record" else '<script src="/p5.brush.js"></script>')
+        + f'<script src="{START_PATH}"></script><script src="{SKETCH_PATH}"></script>'
         "</head><body></body></html>"
     )
 
