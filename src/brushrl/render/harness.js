@@ -410,10 +410,16 @@
     if (RECORD) {
       // A record page does not load p5.brush: `brush` is an object of recording stubs, one per
       // export of the installed p5.brush (CONFIG.brushExports). Each returns undefined, which is
-      // why render.calllog replays only p5.brush's void methods; `new brush.Polygon(...)` is
-      // logged too, and refused there.
-      const stubs = {};
-      for (const key of CONFIG.brushExports) stubs[key] = function () { record('brush', key, arguments); };
+      // why render.calllog replays only p5.brush's void methods.
+      // A method the replay cannot run (a class, one that returns a value) ends the render at
+      // once: the log is refused with invalid_call, where going on with the undefined it returned
+      // would only end in a TypeError.
+      const stubs = {}, replayable = new Set(CONFIG.replayableBrush);
+      for (const key of CONFIG.brushExports) {
+        stubs[key] = replayable.has(key)
+          ? function () { record('brush', key, arguments); }
+          : function () { record('brush', key, arguments); finish(); };
+      }
       defineProperty(G, 'brush', { value: stubs, writable: false, enumerable: true, configurable: false });
     }
     const b = G.brush;
