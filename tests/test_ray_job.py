@@ -1,4 +1,5 @@
-"""``ray job stop`` of a real training job on a private local Ray head.
+"""``ray job submit`` and ``ray job stop`` of real training jobs on one private local Ray head (a
+module fixture: the tests need no head of their own, each job has its own id, run directory and tag).
 
 The head is started by the Makefile's ``make ray-head`` in an empty ``HOME`` (no Ray token: the
 Makefile must create it), on free ports bound to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``),
@@ -92,9 +93,13 @@ class LocalHead(PrivateHead):
         return self.job("logs", job_id, timeout=120).stdout
 
 
-@pytest.fixture
-def local_head(tmp_path):
-    head = LocalHead(tmp_path)
+@pytest.fixture(scope="module")
+def local_head(tmp_path_factory):
+    """One head for the module's tests (one ``make ray-head`` start instead of three: issue 23).
+    They need no head of their own: the token test reads the home the head started in and only
+    lists jobs; each job test submits its own job (its own submission id, run directory and process
+    tag) and waits for it to end, so the next test finds the head's 4 CPUs free again."""
+    head = LocalHead(tmp_path_factory.mktemp("head"))
     try:
         head.start()
         yield head
@@ -140,6 +145,26 @@ def test_make_ray_head_starts_in_a_home_where_ray_never_ran(local_head):
     refused = subprocess.run([str(BIN / "ray"), "job", "list", "--address", local_head.address], env=bare,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0, refused.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_ray_job_submit(tmp_path, local_head, fresh_ray):
+    """``ray job submit`` of rayjobs/train.py against a local head, with the runtime env ``make submit`` uses
+    (moved here from test_train.py to share the module's head)."""
+    head = local_head
+    overrides = small_overrides(tmp_path, steps=1)
+    overrides["logging.trackers"] = ["tensorboard"]  # the job's driver logs (no actor does)
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
+    from brushrl.ray_setup import job_runtime_env
+
+    out = head.job("submit", "--runtime-env-json", json.dumps(job_runtime_env(ROOT)), "--",
+                   "python", "rayjobs/train.py", "--config", "configs/local.yaml", *sets, timeout=900)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-4000:]
+    assert "succeeded" in log and "[brushrl] gallery:" in log, log[-4000:]
+    assert (tmp_path / "runs" / "e2e" / "rollouts.parquet").exists()
+    assert "[brushrl] trackers: tensorboard" in log
+    assert len(list((tmp_path / "runs" / "e2e" / "tensorboard").glob("events.out.tfevents.*"))) >= 1
 
 
 @pytest.mark.slow
