@@ -1,10 +1,13 @@
 """End to end: a short training run on real parts (tiny transformer, Chromium, p5.brush, local Ray).
 
-``two_step_run`` (module fixture) runs the whole pipeline in-process on a local Ray cluster once;
-``test_two_step_run_writes_every_artefact`` checks its run directory and the Prometheus endpoint,
-``test_eval_scores_base_and_checkpoint_...`` runs ``brushrl eval`` on a copy of it in the same
-cluster (one training and one Ray start for both: issue 23). ``ray job submit`` of
-``rayjobs/train.py`` is tested in ``test_ray_job.py``, on that file's shared head.
+``cluster`` (module fixture) starts one local Ray cluster for every run of this module: a
+``Trainer`` joins a running cluster (``init_ray``) and its ``Pipeline.stop`` kills every actor it
+started, so each run gets the whole cluster and new actors, as in a cluster of its own (one Ray
+start instead of four: issue 23). ``two_step_run`` (module fixture) runs the whole pipeline
+in-process on it once; ``test_two_step_run_writes_every_artefact`` checks its run directory and the
+Prometheus endpoint, ``test_eval_scores_base_and_checkpoint_...`` runs ``brushrl eval`` on a copy of
+it in the same cluster (one training for both: issue 23). ``ray job submit`` of ``rayjobs/train.py``
+is tested in ``test_ray_job.py``, on that file's shared head.
 """
 
 from __future__ import annotations
@@ -87,20 +90,35 @@ def _check_tensorboard(run: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_step_run(tmp_path_factory):
-    """A finished 2-step run (checkpoints at steps 1 and 2, TensorBoard on, Prometheus on a free
-    port), trained once for the module; Ray stays up (the metrics endpoint, the eval's actors) until
-    a later test's ``fresh_ray`` or the module's end. Yields ``(cfg, run_dir, gallery, log, port)``."""
+def cluster(tmp_path_factory):
+    """The module's local Ray cluster, started as a ``Trainer`` of ``small_overrides`` starts its
+    own (``init_ray(cfg.ray)``: 4 logical CPUs, the same runtime env) with Prometheus on a free port;
+    every run of the module joins it (``init_ray`` returns when Ray is up) and ends by killing its
+    actors (``Pipeline.stop``), freeing the CPUs for the next run. Yields the metrics port; Ray
+    stops at the module's end."""
+    from brushrl.ray_setup import init_ray
+
     if ray.is_initialized():
         ray.shutdown()
-    tmp = tmp_path_factory.mktemp("two_step")
     port = free_port()
+    overrides = small_overrides(tmp_path_factory.mktemp("cluster")) | {"ray.metrics_export_port": port}
+    init_ray(load_config(ROOT / "configs/local.yaml", overrides).ray)
+    yield port
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_step_run(cluster, tmp_path_factory):
+    """A finished 2-step run (checkpoints at steps 1 and 2, TensorBoard on, Prometheus on the
+    cluster's port), trained once for the module in ``cluster`` (its metrics endpoint, the eval's
+    actors). Yields ``(cfg, run_dir, gallery, log, port)``."""
+    tmp = tmp_path_factory.mktemp("two_step")
+    port = cluster
     overrides = small_overrides(tmp) | {"ray.metrics_export_port": port, "logging.trackers": ["tensorboard"]}
     cfg = load_config(ROOT / "configs/local.yaml", overrides)
     log = io.StringIO()
     gallery = Trainer(cfg, log=log).run()
     yield cfg, tmp / "runs" / "e2e", gallery, log, port
-    ray.shutdown()
 
 
 @pytest.mark.slow
@@ -240,9 +258,10 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
 
 
 @pytest.mark.slow
-def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, fresh_ray):
+def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
     """``learner.strategy: deepspeed``: two ZeRO-3 workers on gloo train behind the one learner the
-    driver sees; every artefact is written and each checkpoint holds both ranks' shards."""
+    driver sees; every artefact is written and each checkpoint holds both ranks' shards. Runs in the
+    module's cluster (new actors: the earlier runs killed theirs)."""
     overrides = small_overrides(tmp_path, steps=3) | {
         "learner.strategy": "deepspeed", "learner.workers": 2, "learner.deepspeed": {"zero_stage": 3}}
     log = io.StringIO()
@@ -264,9 +283,11 @@ def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, fresh_ray):
 
 
 @pytest.mark.slow
-def test_resumed_run_keeps_the_judges_reference_curriculum_stage(tmp_path, fresh_ray):
+def test_resumed_run_keeps_the_judges_reference_curriculum_stage(tmp_path, cluster):
     """The judge's curriculum stage is checkpointed: after a resume the judge does not fall back to
-    the base reference mix (a fresh judge actor starts at stage 0)."""
+    the base reference mix (a fresh judge actor starts at stage 0). Both runs in the module's
+    cluster: the first run's ``Pipeline.stop`` killed its judge actor, so the resumed run's judge is
+    a new actor that knows the stage only from the checkpoint."""
 
     from test_judge import ChatServer  # a real HTTP server speaking the chat API ("darker wins")
 
@@ -281,7 +302,6 @@ def test_resumed_run_keeps_the_judges_reference_curriculum_stage(tmp_path, fresh
         }
         cfg = load_config(ROOT / "configs/local.yaml", overrides)
         Trainer(cfg).run()
-        ray.shutdown()
         run = tmp_path / "runs" / "e2e"
         state = json.loads((run / "checkpoints" / "step_0002" / "trainer_state.json").read_text())
         assert state["judge_curriculum_stage"] == 1, state
