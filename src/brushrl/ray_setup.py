@@ -101,12 +101,21 @@ def job_runtime_env(root: str | Path, **env_vars: str) -> dict:
                          "RAY_JOB_STOP_WAIT_TIME_S": "60", **env_vars}}
 
 
+#: Ports Ray's own components take by default (dashboard agent HTTP 52365, GCS 6379, dashboard
+#: 8265, client server 10001): a port handed to Ray for something else must not be one of them
+#: (CI once drew 52365 for metrics_export_port and ``ray.init`` refused it).
+RAY_DEFAULT_PORTS = frozenset({6379, 8265, 10001, 52365})
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago (the OS picked it; a server started right
-    after will almost always get it)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    after will almost always get it), never one of :data:`RAY_DEFAULT_PORTS`."""
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in RAY_DEFAULT_PORTS:
+            return port
 
 
 class PrivateHead:

@@ -6,8 +6,17 @@
 does not import Ray).
 """
 
-from brushrl.render.browser import Renderer
-from brushrl.render.harness import find_js_dir
-from brushrl.render.paint import paint_fraction
-
 __all__ = ["Renderer", "find_js_dir", "paint_fraction"]
+
+_WHERE = {"Renderer": "brushrl.render.browser", "find_js_dir": "brushrl.render.harness",
+          "paint_fraction": "brushrl.render.paint"}
+
+
+def __getattr__(name: str):
+    # Imported on first use, so that ``brushrl.render.calllog`` (which the config's validation
+    # reads) does not import Playwright: the one-process GPU smoke runs without it.
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'brushrl.render' has no attribute {name!r}")
