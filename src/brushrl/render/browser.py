@@ -390,7 +390,6 @@ class Renderer:
         phases = {**rec.phases, "validate": t_valid, **{f"replay_{k}": v for k, v in rep.phases.items() if k != "decode"}}
         if "decode" in rep.phases:
             phases["decode"] = rep.phases["decode"]
-        rec.phases.pop("decode", None)
         return RenderResult(
             rep.status, png=rep.png, paint_fraction=rep.paint_fraction, draw_s=rep.draw_s,
             js_errors=rep.js_errors, console=rec.console, refused=rec.refused + rep.refused,
@@ -413,30 +412,33 @@ class Renderer:
         peak = [u0.rss_mb]
         page: SketchPage | None = None
 
+        gpu_over = [False]  # the GPU process passed the cap: the next render gets a new browser
+
+        def kill(why: str, refused: str, pids) -> None:
+            killed.append(f"{MEMORY_CAP}: {why}")
+            page.refuse(refused)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
         def watch() -> None:
             """Sample the browser's processes: peak memory, and kill a page over the cap."""
             u = self.usage()
             peak[0] = max(peak[0], u.rss_mb)
+            cap = self.memory_cap_mb
             for pid, rss in (u.renderer_rss_mb or {}).items():
-                if self.memory_cap_mb and rss > self.memory_cap_mb and not killed:
-                    killed.append(f"{MEMORY_CAP}: the page's renderer process used {rss:.0f} MiB "
-                                  f"> {self.memory_cap_mb} MiB and was killed")
-                    page.refuse(f"memory {rss:.0f} MiB > cap {self.memory_cap_mb} MiB")
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-            if self.memory_cap_mb and u.gpu_rss_mb > self.memory_cap_mb and not killed:
+                if cap and rss > cap and not killed:
+                    kill(f"the page's renderer process used {rss:.0f} MiB > {cap} MiB and was killed",
+                         f"memory {rss:.0f} MiB > cap {cap} MiB", [pid])
+            if cap and u.gpu_rss_mb > cap and not killed:
                 # WebGL memory is held in the GPU process, not the page's: the page is the one
                 # drawing (spares only load), and killing the pages frees what they hold there.
-                killed.append(f"{MEMORY_CAP}: the GPU process used {u.gpu_rss_mb:.0f} MiB > {self.memory_cap_mb} MiB "
-                              "(the page's WebGL buffers); the pages were killed")
-                page.refuse(f"memory: GPU process {u.gpu_rss_mb:.0f} MiB > cap {self.memory_cap_mb} MiB")
-                for pid in u.renderer_rss_mb or {}:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+                gpu_over[0] = True
+                kill(f"the GPU process used {u.gpu_rss_mb:.0f} MiB > {cap} MiB (the page's WebGL buffers); "
+                     "the pages were killed", f"memory: GPU process {u.gpu_rss_mb:.0f} MiB > cap {cap} MiB",
+                     list(u.renderer_rss_mb or {}))
 
         t_begin = t_commit = time.monotonic()
         try:
@@ -474,10 +476,10 @@ class Renderer:
         meter = {"cpu_s": max(0.0, u1.cpu_s - u0.cpu_s), "peak_rss_mb": max(peak[0], u1.rss_mb),
                  "forbidden": page.forbidden()}
         if killed:
-            if "GPU process" in killed[0]:
-                # the GPU process may keep what it grew to: start the next render in a new browser
-                self._safe_relaunch(RenderResult("error"))
-            return RenderResult("error", js_errors=killed, **seen, **meter), None
+            result = RenderResult("error", js_errors=killed, **seen, **meter)
+            if gpu_over[0]:  # the GPU process may keep what it grew to: the next render gets a new browser
+                self._safe_relaunch(result)
+            return result, None
         state = page.done()
         if page.left and not state:
             return RenderResult("error", js_errors=[f"the sketch navigated the page away (to {page.left})"[:MAX_CHARS]],

@@ -88,12 +88,10 @@ class CallLogRejected(ValueError):
 
 @dataclass
 class CallLog:
-    """A validated log: ``entries`` as recorded (JSON-ready), ``brush_calls`` (method -> calls),
-    ``values`` (scalars in all arguments)."""
+    """A validated log: ``entries`` as recorded (JSON-ready) and ``brush_calls`` (method -> calls)."""
 
     entries: list
     brush_calls: dict[str, int] = field(default_factory=dict)
-    values: int = 0
 
 
 @dataclass(frozen=True)
@@ -195,7 +193,7 @@ def validate_log(raw, bounds: Bounds = Bounds()) -> CallLog:
             raise CallLogRejected(R.INVALID_CALL, f"entry {i}: {target}.{name} with {len(args)} arguments")
         for j, a in enumerate(args):
             _value(a, f"{target}.{name} argument {j + 1}", bounds, count)
-    return CallLog(list(raw), dict(calls), count[0])
+    return CallLog(list(raw), dict(calls))
 
 
 def replay_program(log: CallLog) -> str:

@@ -179,16 +179,15 @@ def harness_config(binding: str, record: bool = False) -> dict:
 
 
 def harness_digest() -> str:
-    """SHA-256 (first 16 hex digits) of the page scripts and the allowlists they enforce: part
-    of the renderer's ``env``, so a render cache never serves a result the harness would now judge
+    """SHA-256 (first 16 hex digits) of the page scripts, the allowlists they enforce and the call
+    log's validator (``calllog.py``, whose tables and bounds decide what a replay holds): part of
+    the renderer's ``env``, so a render cache never serves a result the pages would now judge
     differently."""
     import hashlib
 
-    from brushrl.render import calllog
-
+    validator = Path(__file__).with_name("calllog.py").read_text()
     config = harness_config("")
-    tables = json.dumps([sorted(calllog.REPLAYABLE_BRUSH), str(calllog.Bounds())])
-    return hashlib.sha256((GATE_JS + HARNESS_JS + REPLAY_JS + json.dumps(config) + tables).encode()).hexdigest()[:16]
+    return hashlib.sha256((GATE_JS + HARNESS_JS + REPLAY_JS + json.dumps(config) + validator).encode()).hexdigest()[:16]
 
 
 #: The two scripts a page waits for (``brushrl.render.page.SketchPage`` holds their requests until

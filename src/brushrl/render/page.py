@@ -35,7 +35,8 @@ class SketchPage:
         size: viewport side, pixels.
         timeout_ms: how long the navigation may take to commit.
         kind: ``direct`` (the sketch paints, its canvas is captured), ``record`` (the sketch runs,
-            its calls are logged) or ``replay`` (``deliver`` takes ``calllog.replay_program``).
+            its calls are logged), ``replay`` (``deliver`` takes ``calllog.replay_program``) or
+            ``bare`` (benchmarks only: the sketch without the harness).
 
     Raises:
         playwright.sync_api.Error: the context or page cannot be made (the browser is gone), or the
@@ -45,7 +46,7 @@ class SketchPage:
     def __init__(self, browser, assets: dict[str, bytes], size: int, timeout_ms: float, kind: str = "direct"):
         self.size = size
         self.kind = kind
-        """``direct``, ``record`` or ``replay`` (``brushrl.render.harness.PAGE_KINDS``)."""
+        """One of ``brushrl.render.harness.PAGE_KINDS``."""
         self.opened = time.monotonic()
         """When the page was opened (monotonic seconds): a spare's age."""
         self.events: list[dict] = []
