@@ -9,8 +9,10 @@ every seed starts from the one warm start of ``--sft-seed``, the entry ``make de
 runs differ by their RL alone; ``--sft-seed -1``: each seed its own warm start) and ``brushrl eval
 RUN --checkpoint latest`` with the config's ``eval`` section (the same prompt set and seeds for every
 run). Prints per seed and split the base and final mean reward and gate pass
-rate with 95% intervals, the difference with its interval and whether it clears it, and the wall
-seconds of training (warm start included) and evaluation; writes them as JSON.
+rate with 95% intervals, the difference with its interval and whether it clears it, its part from
+better paintings, the passing paintings' subject fidelity and diversity, and the wall seconds of
+training (warm start included) and evaluation, as a table and as the README's markdown table;
+writes them as JSON.
 
     python scripts/demo_seeds.py --report-only [--out docs/perf/demo_seeds.json] [--set KEY=VALUE ...]
 
@@ -97,6 +99,32 @@ def table(records: list[dict]) -> list[str]:
     return lines
 
 
+def markdown(records: list[dict]) -> list[str]:
+    """The README's demo table: one row per seed and split (the same figures as :func:`table`, the
+    final policy's fidelity and diversity with their 95% intervals)."""
+    ci = lambda d: f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"  # noqa: E731
+    fmt = lambda e: f"{e['mean']:.3f} [{e['lo']:.3f}, {e['hi']:.3f}]"  # noqa: E731
+
+    def pair(v: list, f: str) -> str:
+        if not v or any(x is None or x.get("mean") is None for x in v):
+            return "-"
+        lo, hi = f.format(v[1]["lo"]), f.format(v[1]["hi"])
+        return f"{f.format(v[0]['mean'])} → {f.format(v[1]['mean'])} [{lo}, {hi}]"
+
+    lines = ["| seed | prompts | base reward | final reward | final − base (paired) | gate pass base → final "
+             "| from better paintings | subject fidelity base → final | diversity base → final | train s | eval s |",
+             "|" + " --- |" * 11]
+    for r in records:
+        for split, s in r["splits"].items():
+            better = ci(s["decomposition"]["better_paintings"]) if s.get("decomposition") else "-"
+            lines.append(f"| {r['seed']} | {split.replace('_', '-')} | {fmt(s['base_reward'])} | {fmt(s['final_reward'])} "
+                         f"| {ci(s['diff'])}{' ✓' if s['improved'] else ''} "
+                         f"| {s['base_gate_pass']:.0%} → {s['final_gate_pass']:.0%} | {better} "
+                         f"| {pair(s.get('fidelity'), '{:.0%}')} | {pair(s.get('diversity'), '{:.3f}')} "
+                         f"| {r['train_s']:.0f} | {r['eval_s']:.0f} |")
+    return lines
+
+
 def report_again(record: dict, sets: list[str]) -> dict:
     """``record`` (one seed or probe of the JSON) with its splits re-read after ``brushrl eval RUN
     --report-only`` (raises ``CalledProcessError`` when that fails)."""
@@ -131,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
         record["reported_again"] = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"),
                                     "why": "differences paired by (prompt, sample): the same sampler and render seeds"}
         print("\n".join(table(record["seeds"] + record["probes"])))
+        print("\n".join(markdown(record["seeds"] + record["probes"])))
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
         print(f"wrote {args.out}")
         return record
@@ -143,6 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
     record = {"config": args.config, "overrides": args.set, "sft_seed": args.sft_seed, "commit": _commit(),
               "seeds": records}
     print("\n".join(table(records)))
+    print("\n".join(markdown(records)))
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {args.out}")
     return record

@@ -217,6 +217,11 @@ def test_demo_seeds_reads_each_seeds_eval_into_its_table():
     lines = demo_seeds.table([record])
     assert len(lines) == 4 and lines[1].startswith("3    held_out") and "+0.467" in lines[1] and " *" in lines[1]
     assert "33% -> 100%" in lines[1]
+    rows = demo_seeds.markdown([record])  # the README's table: header, rule, one row per split
+    assert len(rows) == 4 and all(r.count("|") == 12 for r in rows)
+    assert rows[2].startswith("| 3 | held-out | 0.133 [") and "| +0.467 [" in rows[2] and " ✓ |" in rows[2]
+    assert "| 33% → 100% |" in rows[2]
+
 
 def test_summary_ends_with_the_eval_headline(tmp_path):
     cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})

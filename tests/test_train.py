@@ -6,7 +6,8 @@ started, so each run gets the whole cluster and new actors, as in a cluster of i
 start instead of four: issue 23). ``two_step_run`` (module fixture) runs the whole pipeline
 in-process on it once; ``test_two_step_run_writes_every_artefact`` checks its run directory and the
 Prometheus endpoint, ``test_eval_scores_base_and_checkpoint_...`` runs ``brushrl eval`` on a copy of
-it in the same cluster (one training for both: issue 23). ``ray job submit`` of ``rayjobs/train.py``
+it in the same cluster, ``test_resumed_run_keeps_the_judges_...`` resumes another copy for a third
+step (its reward has the judge for that: one training for the three, issue 23). ``ray job submit`` of ``rayjobs/train.py``
 is tested in ``test_ray_job.py``, on that file's shared head.
 """
 
@@ -108,13 +109,37 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def two_step_run(cluster, tmp_path_factory):
+def judge_url():
+    """A real HTTP server speaking the chat API for the module's judged runs ("darker wins",
+    ``test_judge.ChatServer``); its base URL."""
+    from test_judge import ChatServer
+
+    server = ChatServer("judge")
+    yield server.url
+    server.close()
+
+
+def judged(overrides: dict, url: str) -> dict:
+    """``overrides`` plus the pairwise judge at ``url`` in the reward, with a one-stage reference
+    curriculum that any score reaches (min_score 0): stage 1 from the second judged group on."""
+    return overrides | {
+        "rollout.groups_per_step": 1,
+        "reward.weights": {"gate": 0.05, "length": 0.05, "pool_similarity": 0.5, "judge": 0.4},
+        "reward.judge": {"base_url": url, "refs_per_tier": 1, "image_side": 32, "backoff_s": 0,
+                         "curriculum": [{"min_score": 0.0, "refs": {"love": 1}}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def two_step_run(cluster, judge_url, tmp_path_factory):
     """A finished 2-step run (checkpoints at steps 1 and 2, TensorBoard on, Prometheus on the
-    cluster's port), trained once for the module in ``cluster`` (its metrics endpoint, the eval's
-    actors). Yields ``(cfg, run_dir, gallery, log, port)``."""
+    cluster's port, the judge at ``judge_url`` in the reward), trained once for the module in
+    ``cluster`` (its metrics endpoint, the eval's actors; the resume test resumes a copy of it).
+    Yields ``(cfg, run_dir, gallery, log, port)``."""
     tmp = tmp_path_factory.mktemp("two_step")
     port = cluster
-    overrides = small_overrides(tmp) | {"ray.metrics_export_port": port, "logging.trackers": ["tensorboard"]}
+    overrides = judged(small_overrides(tmp), judge_url) | {
+        "ray.metrics_export_port": port, "logging.trackers": ["tensorboard"]}
     cfg = load_config(ROOT / "configs/local.yaml", overrides)
     log = io.StringIO()
     gallery = Trainer(cfg, log=log).run()
@@ -283,33 +308,21 @@ def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
 
 
 @pytest.mark.slow
-def test_resumed_run_keeps_the_judges_reference_curriculum_stage(tmp_path, cluster):
+def test_resumed_run_keeps_the_judges_reference_curriculum_stage(two_step_run, tmp_path):
     """The judge's curriculum stage is checkpointed: after a resume the judge does not fall back to
-    the base reference mix (a fresh judge actor starts at stage 0). Both runs in the module's
-    cluster: the first run's ``Pipeline.stop`` killed its judge actor, so the resumed run's judge is
-    a new actor that knows the stage only from the checkpoint."""
-
-    from test_judge import ChatServer  # a real HTTP server speaking the chat API ("darker wins")
-
-    server = ChatServer("judge")
-    try:
-        # One stage, reached by any score (min_score 0): stage 1 from the second judged group on.
-        overrides = small_overrides(tmp_path) | {
-            "rollout.groups_per_step": 1,
-            "reward.weights": {"gate": 0.05, "length": 0.05, "pool_similarity": 0.5, "judge": 0.4},
-            "reward.judge": {"base_url": server.url, "refs_per_tier": 1, "image_side": 32, "backoff_s": 0,
-                             "curriculum": [{"min_score": 0.0, "refs": {"love": 1}}]},
-        }
-        cfg = load_config(ROOT / "configs/local.yaml", overrides)
-        Trainer(cfg).run()
-        run = tmp_path / "runs" / "e2e"
-        state = json.loads((run / "checkpoints" / "step_0002" / "trainer_state.json").read_text())
-        assert state["judge_curriculum_stage"] == 1, state
-        log = io.StringIO()
-        Trainer(load_config(ROOT / "configs/local.yaml", overrides | {"run.steps": 3}), log=log, resume=True).run()
-        assert "judge reference curriculum resumed at stage 1" in log.getvalue(), log.getvalue()[-3000:]
-        metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        step3 = [m for m in metrics if m["step"] == 3]
-        assert step3 and step3[0]["judge/curriculum_stage"] == 1  # judged in stage 1, not the base mix
-    finally:
-        server.close()
+    the base reference mix (a fresh judge actor starts at stage 0). Resumes a copy of the module's
+    run (judged, stage 1 from its second group on) for a third step: that run's ``Pipeline.stop``
+    killed its judge actor, so the resumed run's judge is a new actor that knows the stage only from
+    the checkpoint."""
+    cfg, original, *_ = two_step_run
+    run = tmp_path / "runs" / cfg.run.name
+    shutil.copytree(original, run)  # the other tests read the original
+    state = json.loads((run / "checkpoints" / "step_0002" / "trainer_state.json").read_text())
+    assert state["judge_curriculum_stage"] == 1, state
+    resumed = cfg.model_copy(update={"run": cfg.run.model_copy(update={"steps": 3, "output_dir": str(tmp_path / "runs")})})
+    log = io.StringIO()
+    Trainer(resumed, log=log, resume=True).run()
+    assert "judge reference curriculum resumed at stage 1" in log.getvalue(), log.getvalue()[-3000:]
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    step3 = [m for m in metrics if m["step"] == 3]
+    assert step3 and step3[0]["judge/curriculum_stage"] == 1  # judged in stage 1, not the base mix
