@@ -17,7 +17,7 @@ infrastructure, excluded and counted by cause):
   (common random numbers, ``orchestrator/evaluate.py``), so the difference is taken per
   (prompt, sample) over the pairs where both have a reward (``n``), and only the policy varies
   between the two halves of a pair. On the demo's seeds the two halves correlate (r 0.38-0.47 on
-  held-out prompts, docs/perf/demo_seeds.json), so the paired interval is the narrower honest one.
+  held-out prompts, docs/perf/demo_seeds_41929a2.json), so the paired interval is the narrower honest one.
   Over the same pairs, ``reward_both_pass``: the paired difference of reward over the pairs where
   both halves pass the gate (a better painting of the same prompt and seeds), and
   ``decomposition`` (:func:`decompose`): the reward difference split exactly into ``fewer_failures``
