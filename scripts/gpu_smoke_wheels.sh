@@ -8,8 +8,11 @@
 #     TrainingArguments has no `activation_checkpointing`, which GRPOLearner passes to GRPOConfig;
 #   * flash-linear-attention 0.6.0 (+ fla-core, einops: pure Python, Triton comes with CUDA torch): the
 #     Gated DeltaNet kernel the GPU image installs (brushrl.learner.kernels), ~1.5 MiB, so the smoke
-#     times the learner the image runs rather than transformers' PyTorch fallback.
-# ~19.7 MiB in all (18.2 MiB measured 2026-12-02 before the fla wheels), under the 64 MiB that travels with the tree.
+#     times the learner the image runs rather than transformers' PyTorch fallback;
+#   * tree-sitter 0.26.1 (cp312 manylinux x86-64) and tree-sitter-javascript 0.25.0 (abi3): brushrl.config's
+#     validator imports brushrl.render.calllog -> brushrl.gate -> brushrl.gate.extract, which needs them (the
+#     first H200 call, 2026-12-04, stopped there with ModuleNotFoundError: tree_sitter_javascript).
+# 20.4 MiB in all (21,377,085 bytes, measured 2026-12-04), under the 64 MiB that travels with the tree.
 #
 #   scripts/gpu_smoke_wheels.sh [DIR]      (default: .whl in the repo root, ignored by git)
 #
@@ -26,6 +29,7 @@ python="${PYTHON:-.venv/bin/python}"
   trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 \
   transformers==5.24.0 peft==0.21.2 \
-  flash-linear-attention==0.6.0 fla-core==0.6.0 einops==0.8.1
+  flash-linear-attention==0.6.0 fla-core==0.6.0 einops==0.8.1 \
+  tree-sitter==0.26.1 tree-sitter-javascript==0.25.0
 ls -l "$dir"/*.whl
 du -cb "$dir"/*.whl | awk 'END {printf "total %.1f MiB\n", $1 / 1048576}'
