@@ -389,3 +389,20 @@ def test_actor_steps_on_pipeline_samples(ray_cluster):
     after = ray.get(actor.completion_logprobs.remote(prompt, completions[0]))
     assert sum(after) > sum(logprobs[0])
     ray.kill(actor)
+
+
+def test_activation_checkpointing_is_on_when_asked_and_gives_the_same_gradient():
+    """On a GPU the learner checkpoints activations (the plan's memory assumes it); transformers
+    switches it on only inside Trainer.train(), which brushrl never calls, so the learner does.
+    The H200 smoke ran out of memory without it (docs/perf/gpu_smoke.md). Forced on here on the
+    CPU: the model reports it, and one step's LoRA update equals the one without it."""
+    plain, ckpt = make_learner(activation_checkpointing=False), make_learner(activation_checkpointing=True)
+    assert not plain.model.is_activation_checkpointing and ckpt.model.is_activation_checkpointing
+    group = make_group(plain, [1.0, 0.0, 0.5, 0.0])
+    plain.step([group])
+    ckpt.step([make_group(ckpt, [1.0, 0.0, 0.5, 0.0])])
+    a, _ = lora_and_base(plain.model)
+    b, _ = lora_and_base(ckpt.model)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-6)

@@ -209,7 +209,7 @@ class GRPOLearner:
             temperature=1.0,  # behaviour log-probs are logged at temperature 1 (brushrl.types.Completion)
             use_cpu=not on_gpu and ds_config is None,  # accelerate leaves DeepSpeed out under use_cpu
             bf16=on_gpu,
-            activation_checkpointing=on_gpu,
+            activation_checkpointing=on_gpu if cfg.activation_checkpointing is None else cfg.activation_checkpointing,
             report_to="none",
             logging_strategy="no",
             save_strategy="no",
@@ -235,6 +235,13 @@ class GRPOLearner:
             processing_class=tokenizer,
             peft_config=peft_config,
         )
+        if args.activation_checkpointing:
+            # transformers acts on GRPOConfig(activation_checkpointing) only inside Trainer.train(),
+            # which brushrl never calls: switched on here, and checked, since a learner without it
+            # runs out of memory on the real model rather than failing here (docs/perf/gpu_smoke.md).
+            self.trainer.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            if not self.trainer.model.is_activation_checkpointing:
+                raise RuntimeError(f"activation checkpointing did not take on {type(model).__name__}")
         # Set by Trainer's training loop per accumulation window; our own accumulation weights the
         # micro-batch losses instead, so TRL must not divide them again.
         self.trainer.current_gradient_accumulation_steps = 1
