@@ -679,6 +679,11 @@ class LearnerConfig(_Section):
     """KL coefficient (0: no reference model)."""
     epsilon: float = Field(0.2, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)
+    activation_checkpointing: bool | None = None
+    """Recompute each decoder layer's activations in the backward instead of keeping them (None: on
+    a GPU, where the plan's learner memory assumes it; off on the CPU). The single-process GPU smoke
+    measured why it matters: without it one micro-batch of 4 x 9216 tokens of Qwen3.5-35B-A3B ran
+    out of the H200's 139 GiB in the experts' forward (docs/perf/gpu_smoke.md)."""
     min_valid_per_group: int = Field(2, ge=2)
     """Groups with fewer valid (non-None) samples are dropped and counted."""
     zero_variance_tol: float = Field(1e-6, ge=0)
