@@ -406,3 +406,46 @@ def test_activation_checkpointing_is_on_when_asked_and_gives_the_same_gradient()
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-6)
+
+
+# ------------------------------------------------------------------ gate_quality advantages (issue 35)
+def test_gate_quality_gives_quality_among_passes_the_gate_s_weight():
+    """Two groups of 4: 2 passes (0.40, 0.50) and 2 failures each. Under the total, the worse pass's
+    lead over a failure (0.40) is 4x the better pass's lead over it (0.10); under gate_quality both
+    channels are z-scored (gate: +-0.866 for g = 1, 1, 0, 0; quality: +-0.707 for the two passes),
+    so the better pass's lead (2 x 0.707) exceeds the worse pass's over a failure (2 x 0.866 - 0.707).
+    The sum keeps the total's batch spread, and None stays None."""
+    from brushrl.learner.advantages import gate_quality_advantages, reward_std
+
+    groups = [[0.40, 0.50, 0.0, 0.0], [0.0, 0.40, None, 0.50]]
+    passed = [[True, True, False, False], [False, True, None, True]]
+    total = batch_advantages(groups, "none")
+    dec = gate_quality_advantages(groups, passed)
+    assert dec[1][2] is None
+    lead_total = total[0][1] - total[0][0]
+    gap_total = total[0][0] - total[0][2]
+    assert gap_total / lead_total == pytest.approx(4.0)  # 0.40 vs 0.10
+    a = dec[0]
+    z_g, z_q = 1 / (2 * math.sqrt(1 / 3)), 0.05 / math.sqrt(0.005)  # 0.866, 0.707
+    assert (a[1] - a[0]) / (a[0] - a[2]) == pytest.approx(2 * z_q / (2 * z_g - z_q), rel=1e-2)  # 1.38 (STD_EPS aside)
+    assert sum(x for g in dec for x in g if x is not None) == pytest.approx(0.0, abs=1e-9)
+    flat = [x for g in dec for x in g if x is not None]
+    assert reward_std(flat) == pytest.approx(reward_std([r for g in groups for r in g if r is not None]))
+    # one pass: no quality channel, only the gate's; all failed: no signal at all
+    one = gate_quality_advantages([[0.5, 0.0, 0.0]], [[True, False, False]])[0]
+    assert one[0] > 0 and one[1] == one[2] < 0
+    assert gate_quality_advantages([[0.0, 0.0]], [[False, False]]) == [[0.0, 0.0]]
+    with pytest.raises(ValueError, match="gate verdict"):
+        gate_quality_advantages([[0.5, 0.0]], [[True, None]])
+
+
+def test_learner_trains_with_gate_quality_advantages():
+    learner = make_learner(advantage="gate_quality")
+    group = make_group(learner, [0.4, 0.5, 0.0, 0.0])
+    for s, ok in zip(group, (True, True, False, False)):
+        s.passed = ok
+    metrics = learner.step([group])
+    assert metrics["grad_norm"] > 0 and metrics["n_samples"] == 4
+    unknown = make_group(learner, [0.4, 0.5, 0.0, 0.0])  # no verdicts: refused, never trained as 0
+    with pytest.raises(ValueError, match="gate verdict"):
+        learner.step([unknown])

@@ -679,6 +679,13 @@ class LearnerConfig(_Section):
     """KL coefficient (0: no reference model)."""
     epsilon: float = Field(0.2, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)
+    advantage: Literal["total", "gate_quality"] = "total"
+    """How a group's rewards become advantages. ``total``: GRPO's, on the total reward, scaled by
+    ``scale_rewards``. ``gate_quality``: the gate (pass/fail) and the quality of the passing
+    paintings normalised apart and summed, GDPO-style (arXiv:2601.05242), then scaled to the total
+    reward's batch spread (``scale_rewards`` unused): a painting better than its passing group-mates
+    gains as much as a pass over a failure (``brushrl.learner.advantages.gate_quality_advantages``;
+    why and what it did: docs/reward.md)."""
     activation_checkpointing: bool | None = None
     """Recompute each decoder layer's activations in the backward instead of keeping them (None: on
     a GPU, where the plan's learner memory assumes it; off on the CPU). The single-process GPU smoke
@@ -754,6 +761,15 @@ class PoolBuildConfig(_Section):
     critic: EndpointConfig | None = None
     """Vision-language endpoint that critiques a rendered painting (image sent as a data URL)."""
 
+#: Prompts whose (colour, species) pair neither the SFT corpus (``brushrl.corpus.build`` never
+#: recolours a sketch into one of them) nor RL paints: each species and each colour word is in the
+#: corpus, the pair is not. ``eval.unseen_subjects``' default; a test checks the corpus against it.
+UNSEEN_SUBJECTS: tuple[str, ...] = (
+    "a blue tulip", "a yellow poppy", "a white rose", "an orange iris", "a purple lotus", "a pink marigold",
+    "a red hibiscus", "a blue anemone", "a yellow camellia", "a white poppy", "an orange tulip", "a violet rose",
+)
+
+
 class EvalConfig(_Section):
     """``brushrl eval``: a fixed prompt set scored on the run's own reward stack (docs/reward.md)."""
 
@@ -766,6 +782,11 @@ class EvalConfig(_Section):
     each (the tiny policy's SFT corpus paints all of them)."""
     include_training: bool = True
     """Also score the training subjects (``prompts.subjects``), reported apart."""
+    unseen_subjects: list[str] = Field(default_factory=lambda: list(UNSEEN_SUBJECTS))
+    """A third split, reported apart and without a target: colour x species pairs that neither the
+    SFT corpus nor RL paints (each word is known, the pair is new). They name no pool subject, so
+    subject fidelity skips them; colour accuracy does not. Empty: no third split (``brushrl eval
+    --unseen 0`` likewise)."""
     samples_per_prompt: int = Field(4, ge=1)
     """Completions per prompt and policy."""
     seed: int = 0

@@ -65,7 +65,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from brushrl.config import LearnerConfig
 from brushrl.learner import moe, zero
-from brushrl.learner.advantages import ACCEPTED, GroupFilter, batch_advantages
+from brushrl.learner.advantages import ACCEPTED, GroupFilter, batch_advantages, gate_quality_advantages
 from brushrl.learner.batch import collate
 from brushrl.learner.rng import rng_state, set_rng_state
 from brushrl.learner.samples import TrainSample, as_train_sample
@@ -405,7 +405,10 @@ class GRPOLearner:
             if verdict == ACCEPTED:
                 kept.append(group)
         rewards = [[s.reward for s in g] for g in kept]
-        advs = batch_advantages(rewards, self.cfg.scale_rewards, self.cfg.zero_variance_tol)
+        if self.cfg.advantage == "gate_quality":
+            advs = gate_quality_advantages(rewards, [[s.passed for s in g] for g in kept], self.cfg.zero_variance_tol)
+        else:
+            advs = batch_advantages(rewards, self.cfg.scale_rewards, self.cfg.zero_variance_tol)
         samples, advantages = [], []
         for group, group_advs in zip(kept, advs):
             for sample, adv in zip(group, group_advs):

@@ -35,6 +35,9 @@ class TrainSample:
     policy_version: int | None = None
     loss_mask: list[int] | None = None
     vision: dict | None = None
+    passed: bool | None = None
+    """Whether its painting passed the gate (None: not known), read by ``learner.advantage:
+    gate_quality`` (``brushrl.learner.advantages.gate_quality_advantages``)."""
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_ids):
@@ -57,7 +60,7 @@ class TrainSample:
         """
         c = sample.completion
         return cls(list(c.prompt_ids), list(c.completion_ids), list(c.logprobs), sample.reward, c.policy_version,
-                   vision=c.vision)
+                   vision=c.vision, passed=sample.gate.passed)
 
 
     @classmethod
@@ -82,7 +85,7 @@ class TrainSample:
         first = trajectory.turns[0].completion
         if len(trajectory.turns) == 1:
             return cls(list(first.prompt_ids), list(first.completion_ids), list(first.logprobs), trajectory.reward,
-                       first.policy_version, vision=first.vision)
+                       first.policy_version, vision=first.vision, passed=trajectory.turns[0].gate.passed)
         ids, logprobs, mask = list(first.completion_ids), list(first.logprobs), [1] * len(first.completion_ids)
         seen = list(first.prompt_ids) + ids
         for s in trajectory.turns[1:]:
@@ -96,7 +99,7 @@ class TrainSample:
             mask += [0] * len(critique) + [1] * len(c.completion_ids)
             seen = list(c.prompt_ids) + list(c.completion_ids)
         return cls(list(first.prompt_ids), ids, logprobs, trajectory.reward, trajectory.policy_version, mask,
-                   trajectory.turns[-1].completion.vision)
+                   trajectory.turns[-1].completion.vision, passed=trajectory.turns[-1].gate.passed)
 
 
 def as_train_sample(sample: TrainSample | Sample | Trajectory) -> TrainSample:
