@@ -258,11 +258,13 @@ class GRPOLearner:
         self.rank, self.world_size = self.trainer.accelerator.process_index, self.trainer.accelerator.num_processes
         self._lora_params = [p for p in self.model.parameters() if p.requires_grad]
         self.trainable_params, self.total_params = zero.parameter_counts(self.model)
+        from brushrl.learner.kernels import bypass_refused_kernels, kernel_lines
+
+        # every rank: fla's gated delta rule can't train on Hopper under Triton 3.4-3.7.0 (fla #640)
+        bypass_refused_kernels(getattr(self.model.config, "model_type", ""))
         if self.rank == 0:
             print(f"[brushrl] learner: {self.trainable_params:,} trainable of {self.total_params:,} parameters "
                   f"({100 * self.trainable_params / max(self.total_params, 1):.3f}%), {self.describe()}", flush=True)
-            from brushrl.learner.kernels import kernel_lines
-
             for line in kernel_lines(getattr(self.model.config, "model_type", "")):  # what this env runs
                 print(f"[brushrl] learner: {line}", flush=True)
 

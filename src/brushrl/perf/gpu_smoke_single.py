@@ -12,7 +12,8 @@ What it does, in this order (each step one *phase* of the report):
 2. ``learner_init``: brushrl's ``GRPOLearner`` wraps it (PEFT LoRA on ``brushrl.learner.moe.lora_targets``
    with ``learner.lora``'s r / alpha, TRL's GRPO loss, bf16 autocast and activation checkpointing on a
    GPU, the optimizer) exactly as the learner actor builds it (``brushrl.learner.actor.LearnerActor``).
-3. ``learner_warmup``, ``learner_step_1``, ``learner_step_2``: ``GRPOLearner.step`` on a synthetic group
+3. ``learner_warmup``, ``learner_step_1``, ``learner_step_2`` (``--timed-steps``, default 2, timed steps
+   after the warm-up): ``GRPOLearner.step`` on a synthetic group
    of ``--sequences`` samples (default ``learner.micro_batch_size``: one micro-batch) of ``P`` prompt +
    ``C`` completion tokens (``P = rollout.max_model_len - rollout.max_new_tokens``, ``C =
    rollout.max_new_tokens``), with ``learner.truncated_is_clip`` and ``learner.loss_type`` as configured.
@@ -338,7 +339,8 @@ def adapter_check(adapter_dir: str | Path, config, target_modules, experts: bool
 # ----------------------------------------------------------------------------- the run
 def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = None,
         prompt_tokens: int | None = None, completion_tokens: int | None = None,
-        adapter_dir: str | Path | None = None, report: dict | None = None, on_phase=None) -> dict:
+        adapter_dir: str | Path | None = None, report: dict | None = None, on_phase=None,
+        timed_steps: int = 2) -> dict:
     """Run every phase (module docstring) and return the report (the JSON ``main`` writes).
 
     Args:
@@ -348,6 +350,7 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
         prompt_tokens, completion_tokens: per sample (None: the config's, module docstring; with
             ``dry``, :data:`DRY_SIZES`'s).
         adapter_dir: where the adapter is saved (kept); None: a temporary folder, removed.
+        timed_steps: timed learner steps after the warm-up (``learner_step_1`` ...; at least 1).
         report: a dict to fill in place (so a caller still has the phases done when a phase raises).
         on_phase: called with no argument after each phase (``main`` writes the report then, so a run
             killed by a timeout leaves the phases it finished).
@@ -446,7 +449,7 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
         rec["activation_checkpointing"] = bool(getattr(base, flag, False))
     vocab = policy_cfg.get_text_config().vocab_size
     steps = []
-    for k, name in enumerate(("learner_warmup", "learner_step_1", "learner_step_2")):
+    for k, name in enumerate(["learner_warmup"] + [f"learner_step_{i}" for i in range(1, max(1, timed_steps) + 1)]):
         group = synthetic_group(n, prompt, completion, vocab, seed=cfg.run.seed + k)
         with meter.phase(name, plan_gib=learner_est and learner_est.used_gib, plan_s=plan_step_s) as rec:
             metrics = learner.step([group])
@@ -523,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--completion-tokens", type=int, default=None,
                     help="completion tokens per sample (default: rollout.max_new_tokens)")
     ap.add_argument("--adapter-dir", default=None, help="keep the saved adapter here (default: a temporary folder)")
+    ap.add_argument("--timed-steps", type=int, default=2, help="timed learner steps after the warm-up (default: 2)")
     args = ap.parse_args(argv)
     if args.dry:  # never touch a GPU, even where one is present (GRPOLearner trains on one if it sees it)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
@@ -536,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         run(args.config, dry=args.dry, sequences=args.sequences, prompt_tokens=args.prompt_tokens,
-            completion_tokens=args.completion_tokens, adapter_dir=args.adapter_dir, report=report, on_phase=write)
+            completion_tokens=args.completion_tokens, adapter_dir=args.adapter_dir, report=report, on_phase=write,
+            timed_steps=args.timed_steps)
         report["ok"] = bool(report.get("adapter_check", {}).get("passed"))
         status = 0 if report["ok"] else 1
     except Exception as exc:  # the report is the point: write what was measured, then fail
