@@ -252,3 +252,84 @@ def test_sample_renders_as_paint_in_chromium():
             assert result.js_errors == [], item.name
             assert result.paint_fraction > 0.02, (item.name, result.paint_fraction)
             assert check_runtime(result, GateConfig(), 600).passed, item.name
+
+
+# ---------------------------------------------------------------- colour words and the header (issue 35)
+def test_every_sketch_opens_with_its_subject_and_petal_colours(corpus):
+    from brushrl.corpus.colours import PETAL_ROLES
+
+    for item in corpus:
+        lines = item.code.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("  background("))
+        assert lines[at + 1] == f"  // {item.subject}", item.name
+        decl = re.fullmatch(r'  const wash = "(#[0-9a-f]{6})", body = "(#[0-9a-f]{6})", deep = "(#[0-9a-f]{6})";',
+                            lines[at + 2])
+        assert decl, (item.name, lines[at + 2])
+        named = dict(zip(PETAL_ROLES, decl.groups()))
+        # Named fills paint exactly what the hex would: no role is left as a literal next to its name.
+        literal = set(re.findall(r'brush\.fill\("(#[0-9a-f]{6})"', item.code))
+        assert not literal & set(named.values()), item.name
+        assert re.search(r"brush\.fill\((wash|body|deep), ", item.code), item.name
+
+
+def test_canonical_sketches_keep_their_colours_through_the_header():
+    """The pool's references are the canonical renders: the header must not change what is painted.
+    Substituting the constants back gives every fill the palette colour it had before."""
+    from brushrl.corpus.catalogue import BASES as bases
+    from brushrl.corpus.templates import Knobs
+
+    for base, fn in list(bases.items())[:12]:
+        k = Knobs(None)
+        _, plain = fn(k)
+        item = make_variant(base, 0)
+        consts = dict(re.findall(r'(wash|body|deep) = "(#[0-9a-f]{6})"', item.code))
+        restored = re.sub(r"brush\.fill\((wash|body|deep), ", lambda m: f'brush.fill("{consts[m[1]]}", ', item.code)
+        restored = "\n".join(line for line in restored.split("\n")
+                             if not line.startswith(("  // " + item.subject, "  const wash")))
+        assert restored == plain, base
+
+
+def test_recolouring_spreads_colour_words_over_species_and_never_paints_an_unseen_pair(corpus):
+    from brushrl.config import UNSEEN_SUBJECTS
+    from brushrl.corpus.colours import COLOUR_WORDS, colour_word
+
+    subjects = {item.subject for item in corpus}
+    assert not subjects & set(UNSEEN_SUBJECTS)
+    # every unseen pair's words are each in the corpus: the pair is new, its words are not
+    words = {w for s in subjects for w in s.split()}
+    for s in UNSEEN_SUBJECTS:
+        assert colour_word(s) in COLOUR_WORDS and s.split()[-1] in words, s
+    species_by_word: dict[str, set[str]] = {}
+    for item in corpus:
+        word = colour_word(item.subject)
+        if word:
+            species_by_word.setdefault(word, set()).add(item.subject.split(word, 1)[1].strip())
+    thin = {w: len(s) for w, s in species_by_word.items() if len(s) < 5}
+    assert not thin, f"colour words met by fewer than 5 species: {thin}"
+    # about RECOLOUR_SHARE of the variants of colour-named bases are repainted, each in its new word
+    from brushrl.corpus.build import RECOLOUR_SHARE, _recolour_word
+
+    eligible = recoloured = 0
+    for item in corpus:
+        base, variant = item.name.split("/")
+        if variant == "0" or colour_word(make_variant(base, 0).subject) is None:
+            continue
+        eligible += 1
+        word = _recolour_word(base, random.Random(f"0:{base}:{variant}:0:colour"))
+        if word is not None:
+            recoloured += 1
+            assert colour_word(item.subject) == word, item
+    assert eligible > 300 and abs(recoloured / eligible - RECOLOUR_SHARE) < 0.08, (recoloured, eligible)
+    assert all(re.match(r"an? [a-z]", i.subject) or not i.subject.startswith("a") for i in corpus)
+    assert not [i.subject for i in corpus if re.match(r"a [aeiou]", i.subject)]
+
+
+def test_colour_words_and_articles():
+    from brushrl.corpus.colours import COLOUR_WORDS, colour_word, recoloured_subject, with_article
+
+    assert {"red", "pink", "yellow", "white", "blue", "orange", "purple", "violet"} <= set(COLOUR_WORDS)
+    assert not {"lilac", "lavender"} & set(COLOUR_WORDS)  # species, not colours
+    assert colour_word("an orange marigold") == "orange" and colour_word("a daisy") is None
+    assert recoloured_subject("a coral poppy", "coral", "orange") == "an orange poppy"
+    assert recoloured_subject("a sprig of lilac", "lilac", "red") is None
+    assert with_article("a apricot rose") == "an apricot rose" and with_article("an red rose") == "a red rose"

@@ -251,3 +251,55 @@ def test_sft_seed_lets_run_seeds_share_one_warm_start(monkeypatch):
     cfg = load_config("configs/local.yaml", {})
     assert cache_key(cfg.policy, seen[-1], SYSTEM, TEMPLATE) == cache_key(
         cfg.policy.model_copy(update={"sft": cfg.policy.sft.model_copy(update={"seed": 0})}), seen[-1], SYSTEM, TEMPLATE)
+
+
+def test_subject_words_are_whole_tokens_in_the_prompt_and_the_reply():
+    """Issue 35: BPE merged a prompt's colour word with its neighbours differently in each prompt
+    ("red " vs "re" + "d"), so no token meant "red". With ``words`` each is one token, the same in
+    the user prompt and in the reply's subject comment; an unknown word still encodes."""
+    from brushrl.corpus.build import build_corpus
+    from brushrl.corpus.colours import COLOUR_WORDS
+    from brushrl.policy.sft import tokenizer_texts
+    from brushrl.policy.tokenizer import subject_words
+
+    items = build_corpus(2)
+    corpus = [(i.subject, i.code) for i in items]
+    words = subject_words([s for s, _ in corpus] + list(COLOUR_WORDS))
+    assert "a" not in words and {"red", "tulip", "hibiscus", "orange"} <= set(words)
+    tok = train_tokenizer(tokenizer_texts(corpus, SYSTEM, TEMPLATE), 1500, words=words)
+    for subject in ("a red poppy", "a red tulip", "a pink lotus", "a blue tulip", "an orange marigold"):
+        colour, species = subject.split()[-2:]
+        for text in (TEMPLATE.format(subject=subject), f"  // {subject}\n  const wash = "):
+            pieces = tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+            decoded = [tok.convert_tokens_to_string([p]) for p in pieces]
+            assert colour in decoded and species in decoded, (text, decoded)
+    odd = "Paint a chartreuse chrysanthemum in loose watercolour."
+    assert tok.decode(tok(odd, add_special_tokens=False)["input_ids"]) == odd
+
+
+def test_steer_weight_weighs_the_header_and_is_the_plain_loss_at_one():
+    """``policy.sft.steer_weight`` weighs the reply's header (subject comment + petal constants) in
+    the SFT loss; at 1 the weighted loss is exactly the model's own causal-LM loss."""
+    from brushrl.corpus.build import build_corpus
+    from brushrl.policy.sft import collate, encode_examples, header_weights, sft_loss
+
+    items = build_corpus(1)[:4]
+    corpus = [(i.subject, i.code) for i in items]
+    tok = train_tokenizer([as_reply(c) for _, c in corpus] + [s for s, _ in corpus], vocab_size=600)
+    reply = as_reply(corpus[0][1])
+    w = header_weights(tok, reply, 10.0)
+    pieces = tok.convert_ids_to_tokens(tok(reply, add_special_tokens=False)["input_ids"])
+    heavy = tok.convert_tokens_to_string([p for p, x in zip(pieces, w) if x == 10.0])
+    assert corpus[0][0] in heavy and "const wash" in heavy and "brush.fill(" not in heavy.split("const")[1]
+    assert 10 < sum(x == 10.0 for x in w) < 60 and len(w) > 300
+    model = build_tiny_model(TinyModelConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                             num_key_value_heads=1, intermediate_size=128), tok)
+    plain = collate(encode_examples(tok, corpus, SYSTEM, TEMPLATE), tok.pad_token_id)
+    ones = collate(encode_examples(tok, corpus, SYSTEM, TEMPLATE, steer_weight=1.0), tok.pad_token_id)
+    steered = collate(encode_examples(tok, corpus, SYSTEM, TEMPLATE, steer_weight=10.0), tok.pad_token_id)
+    assert "weights" not in plain and "weights" not in ones and "weights" in steered
+    with torch.no_grad():
+        base = model(**plain).loss
+        forced = {**plain, "weights": torch.ones_like(plain["input_ids"], dtype=torch.float32)}
+        torch.testing.assert_close(sft_loss(model, forced), base, rtol=1e-5, atol=1e-5)
+        assert not torch.isclose(sft_loss(model, steered), base)

@@ -100,12 +100,23 @@ class SFTConfig(_Section):
     seed: int | None = None
     """Seed of the corpus variations (None: ``run.seed``). Fixing it lets runs of several seeds
     share one warm start (``scripts/demo_seeds.py``: RL seeds from the same base)."""
-    epochs: float = Field(8.0, gt=0)
-    """Passes over the corpus. Measured with ``python -m brushrl.rollout.check`` (588 examples, 40
-    samples at T=1): static gate pass 48% after 3 epochs, 72% after 8 (2.1 M tokens, 16 min on 2
-    busy cores; about half that on a quiet machine)."""
+    epochs: float = Field(24.0, gt=0)
+    """Passes over the corpus. 24: the warm start follows its prompt only from there (``python
+    scripts/sft_sweep.py``, docs/reward.md "A warm start that follows its prompt"): after 8 epochs
+    its reply names a random corpus subject (0% of replies copy the prompt's) and its petal colour
+    matches the prompt's colour word at chance (22% on held-out prompts, chance 25%); after 24
+    (with ``steer_weight`` 10) 100% copy it and 94% match, static gate pass 90%; 48 overfits (pass
+    35%). 24 epochs: 61 s on an H200, ~40 min on 2 quiet cores (the 8-epoch SFT took 811 s)."""
     lr: float = Field(2e-3, gt=0)
     batch_size: int = Field(8, ge=1)
+    steer_weight: float = Field(10.0, ge=1.0)
+    """Loss weight of the reply's header tokens (the ``// <subject>`` comment and the petal colour
+    constants that open every corpus painting, ``brushrl.corpus.build.with_header``) relative to the
+    rest (1: a plain mean over reply tokens). The header is ~25 of ~380 reply tokens, and it is
+    where the prompt steers the painting (docs/reward.md, "A warm start that follows its prompt")."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the SFT runs (auto: a GPU when torch sees one). Not part of the cache key: the same
+    recipe on either device is the same warm start up to float rounding."""
     cache_dir: str = "~/.cache/brushrl"
     """Where the trained tokenizer and warm-started model are cached, keyed by a hash of everything
     that shapes them (``~`` expands; an absolute path survives ``ray job submit`` working dirs)."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from brushrl.corpus.colours import recolour
 from brushrl.corpus.geometry import outline, polar, star, stem
 from brushrl.corpus.palettes import BACKGROUNDS, PALETTES, Palette, vary_palette
 from brushrl.corpus.sketch import SketchWriter
@@ -33,8 +34,13 @@ class Knobs:
     each value from ``rng`` (a ``random.Random``), so a variant is fully determined by the rng's seed.
     """
 
-    def __init__(self, rng: random.Random | None) -> None:
+    def __init__(self, rng: random.Random | None, recolour: str | None = None) -> None:
         self.rng = rng
+        self.recolour = recolour
+        #: Every palette handed out, in order (the first is the sketch's own, ``brushrl.corpus.build``).
+        self.palettes: list[Palette] = []
+        #: The colour word each palette had before ``recolour`` renamed it (same order).
+        self.original_names: list[str] = []
 
     @property
     def canonical(self) -> bool:
@@ -61,15 +67,21 @@ class Knobs:
         return max(MIN_OPACITY, min(MAX_OPACITY, default + round(self.shift(spread))))
 
     def palette(self, family: str) -> Palette:
-        """The family's first palette (canonical) or a drawn one, made paler or stronger (``vary_palette``).
+        """The family's first palette (canonical) or a drawn one, made paler or stronger (``vary_palette``);
+        with ``recolour`` set, its petal roles repainted in that colour word first (``corpus.colours.recolour``).
 
         Raises:
             KeyError: unknown family (see ``PALETTES``).
         """
         options = PALETTES[family]
-        if self.rng is None:
-            return options[0]
-        return vary_palette(self.rng.choice(options), self.rng)
+        pal = options[0] if self.rng is None else self.rng.choice(options)
+        self.original_names.append(pal.name)
+        if self.rng is not None:
+            if self.recolour is not None:
+                pal = recolour(pal, self.recolour, self.rng)
+            pal = vary_palette(pal, self.rng)
+        self.palettes.append(pal)
+        return pal
 
     def background(self) -> str:
         """A pale cream ground (canonical: the skeleton's ``#fdf8ee``)."""

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -39,15 +40,16 @@ from transformers import PreTrainedTokenizerFast, get_cosine_schedule_with_warmu
 from brushrl.config import BrushRLConfig, PolicyConfig
 from brushrl.conversation import critique_turn_text
 from brushrl.corpus.build import as_reply, build_corpus
+from brushrl.corpus.colours import COLOUR_WORDS
 from brushrl.policy.model import build_tiny_model
 from brushrl.policy.revision import RevisionExample, RevisionExamples
-from brushrl.policy.tokenizer import train_tokenizer
+from brushrl.policy.tokenizer import subject_words, train_tokenizer
 from brushrl.prompts import chat_messages, revision_prompt, user_prompt
 
 log = logging.getLogger(__name__)
 
 #: Bump when the training recipe changes in a way the config does not capture (invalidates caches).
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 #: Name of the marker file of a complete cache entry.
 DONE_MARKER = "done"
 #: Warm starts shipped with the package, one folder per cache key (module docstring).
@@ -73,7 +75,7 @@ def cache_key(
     that field nor ``revision_key`` enters the hash, so the key is the one it was before revision
     examples existed.
     """
-    exclude = {"cache_dir", "seed"} if cfg.sft.revision_examples else {"cache_dir", "seed", "revision_examples"}
+    exclude = {"cache_dir", "seed", "device"} | (set() if cfg.sft.revision_examples else {"revision_examples"})
     payload = {
         "format": FORMAT_VERSION,
         "tiny": cfg.tiny.model_dump(mode="json"),
@@ -107,10 +109,27 @@ def tokenizer_texts(corpus: list[tuple[str, str]], system_prompt: str, prompt_te
 @dataclass
 class SFTExample:
     """One tokenised training pair: ``input_ids`` = prompt + reply + ``<|im_end|>``; ``labels``
-    equal ``input_ids`` on reply tokens and ``IGNORE`` on prompt tokens."""
+    equal ``input_ids`` on reply tokens and ``IGNORE`` on prompt tokens; ``weights`` (None: all 1)
+    the loss weight of each position (``steer_weight`` on the reply's header)."""
 
     input_ids: list[int]
     labels: list[int]
+    weights: list[float] | None = None
+
+
+#: The header every corpus painting opens with (``brushrl.corpus.build.with_header``): the subject
+#: comment and the petal colour constants.
+HEADER = re.compile(r"\n  // [^\n]*\n  const [^\n]*;\n")
+
+
+def header_weights(tokenizer: PreTrainedTokenizerFast, reply: str, steer_weight: float) -> list[float]:
+    """Per token of ``tokenizer(reply)``: ``steer_weight`` for a token overlapping the reply's
+    header (``HEADER``), 1 elsewhere (all 1 for a reply without one)."""
+    enc = tokenizer(reply, add_special_tokens=False, return_offsets_mapping=True)
+    m = HEADER.search(reply)
+    if m is None or steer_weight == 1.0:
+        return [1.0] * len(enc["input_ids"])
+    return [steer_weight if a < m.end() and b > m.start() else 1.0 for a, b in enc["offset_mapping"]]
 
 
 def encode_examples(
@@ -118,12 +137,14 @@ def encode_examples(
     corpus: list[tuple[str, str]],
     system_prompt: str,
     prompt_template: str,
+    steer_weight: float = 1.0,
 ) -> list[SFTExample]:
     """Tokenise (subject, code) pairs into SFT examples.
 
     The prompt is the chat template with the generation prompt (ending ``<|im_start|>assistant\\n``),
     exactly what the rollout engine feeds the model; the reply is encoded on its own and followed by
-    the EOS id, so the model learns to stop.
+    the EOS id, so the model learns to stop. With ``steer_weight`` > 1 the reply's header tokens
+    weigh that much in the loss (``header_weights``).
     """
     examples = []
     for subject, code in corpus:
@@ -135,7 +156,10 @@ def encode_examples(
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         reply_ids = tokenizer(as_reply(code), add_special_tokens=False)["input_ids"]
         reply_ids.append(tokenizer.eos_token_id)
-        examples.append(SFTExample(prompt_ids + reply_ids, [IGNORE] * len(prompt_ids) + reply_ids))
+        weights = None
+        if steer_weight != 1.0:
+            weights = [1.0] * len(prompt_ids) + header_weights(tokenizer, as_reply(code), steer_weight) + [1.0]
+        examples.append(SFTExample(prompt_ids + reply_ids, [IGNORE] * len(prompt_ids) + reply_ids, weights))
     return examples
 
 
@@ -170,17 +194,35 @@ def make_batches(examples: list[SFTExample], batch_size: int, rng: random.Random
 
 def collate(batch: list[SFTExample], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad a batch: ``input_ids``/``labels``/``attention_mask`` int64 tensors of shape [B, L],
-    L the longest example rounded up to a multiple of ``PAD_MULTIPLE``."""
+    L the longest example rounded up to a multiple of ``PAD_MULTIPLE``; ``weights`` float32 [B, L]
+    too when any example has weights."""
     width = -(-max(len(e.input_ids) for e in batch) // PAD_MULTIPLE) * PAD_MULTIPLE
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), width), IGNORE, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.long)
+    weights = torch.ones((len(batch), width)) if any(e.weights for e in batch) else None
     for row, e in enumerate(batch):
         n = len(e.input_ids)
         ids[row, :n] = torch.tensor(e.input_ids)
         labels[row, :n] = torch.tensor(e.labels)
         mask[row, :n] = 1
-    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+        if weights is not None and e.weights:
+            weights[row, :n] = torch.tensor(e.weights)
+    out = {"input_ids": ids, "labels": labels, "attention_mask": mask}
+    return out if weights is None else {**out, "weights": weights}
+
+
+def sft_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean next-token cross-entropy over the batch's labelled positions (nats/token), weighted by
+    ``batch["weights"]`` when present (``sum w CE / sum w``; without weights exactly the model's own
+    causal-LM loss)."""
+    if "weights" not in batch:
+        return model(**batch).loss
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    labels, weights = batch["labels"][:, 1:], batch["weights"][:, 1:]
+    ce = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=IGNORE, reduction="none")
+    w = weights * (labels != IGNORE)
+    return (ce * w).sum() / w.sum()
 
 
 def bf16_autocast_supported() -> bool:
@@ -224,19 +266,21 @@ def train_sft(model: torch.nn.Module, examples: list[SFTExample], cfg: PolicyCon
     total = max(1, round(steps_per_epoch * sft.epochs))
     optimizer = torch.optim.AdamW(model.parameters(), lr=sft.lr, weight_decay=0.0, betas=(0.9, 0.95))
     scheduler = get_cosine_schedule_with_warmup(optimizer, max(1, int(WARMUP_FRACTION * total)), total)
+    device = torch.device("cuda" if sft.device == "cuda" or (sft.device == "auto" and torch.cuda.is_available()) else "cpu")
+    model.to(device)
     model.train()
     losses: list[float] = []
     tokens, t0 = 0, time.perf_counter()
     batches: list[list[SFTExample]] = []
-    use_bf16 = bf16_autocast_supported()
+    use_bf16 = device.type == "cuda" or bf16_autocast_supported()
     with _progress() as bar:
         task = bar.add_task("sft", total=total, loss=float("nan"), tok_s=0.0)
         for _ in range(total):
             if not batches:
                 batches = make_batches(examples, sft.batch_size, rng)
-            batch = collate(batches.pop(), pad_id)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-                loss = model(**batch).loss
+            batch = {k: v.to(device) for k, v in collate(batches.pop(), pad_id).items()}
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                loss = sft_loss(model, batch)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -248,7 +292,7 @@ def train_sft(model: torch.nn.Module, examples: list[SFTExample], cfg: PolicyCon
             bar.update(task, advance=1, loss=losses[-1], tok_s=tok_s)
             if len(losses) % max(1, total // 10) == 0:  # for logs without a live terminal
                 log.info("SFT step %d/%d: loss %.3f, %.0f tokens/s", len(losses), total, losses[-1], tok_s)
-    model.eval()
+    model.to("cpu").eval()
     return losses
 
 
@@ -320,9 +364,10 @@ def warm_start(
             log.info("SFT warm start: %d revision examples (%s)", len(built),
                      ", ".join(f"{d} {sum(r.damage == d for r in built)}" for d in sorted({r.damage for r in built})))
         torch.manual_seed(0)
-        tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size)
+        tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size,
+                                    words=subject_words([s for s, _ in corpus] + list(COLOUR_WORDS)))
         model = build_tiny_model(cfg.tiny, tokenizer)
-        examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template)
+        examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template, cfg.sft.steer_weight)
         examples += encode_revision_examples(tokenizer, built, system_prompt, prompt_template)
         longest = max(len(e.input_ids) for e in examples)
         if longest > cfg.tiny.max_position_embeddings:

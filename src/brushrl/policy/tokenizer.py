@@ -25,6 +25,7 @@ prompt code serves the tiny model and a real Qwen checkpoint.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -50,7 +51,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+def subject_words(subjects: Iterable[str]) -> list[str]:
+    """The words of prompt subjects that become whole tokens (``train_tokenizer(words=...)``): every
+    lower-case word of three letters or more ("yellow", "hibiscus"; not "a", "an", "of"), sorted."""
+    return sorted({w for s in subjects for w in re.findall(r"[a-z]+", s.lower()) if len(w) >= 3})
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, words: Iterable[str] = ()) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on ``texts`` and wrap it for ``transformers``.
 
     Args:
@@ -59,6 +66,12 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
         vocab_size: target BPE vocabulary size including the 256 byte symbols and the three special
             tokens; the result can be smaller when the corpus has fewer useful merges. One token
             per distinct hex colour in ``texts`` is added on top.
+        words: whole words (a prompt's colour and species words, ``subject_words``) that become one
+            token each wherever they stand as a word: in the user prompt and in the reply's subject
+            comment alike. BPE alone merged them with their neighbours, differently in each prompt
+            ("red " in "a red poppy", "re" + "d" in "a red tulip", " hibiscus in loose
+            watercolour." as one token), so no token meant "red" and the warm start could not learn
+            what the colour word asks (docs/reward.md, "A warm start that follows its prompt").
 
     Returns:
         A fast tokenizer with ``eos_token = "<|im_end|>"``, ``pad_token = "<|endoftext|>"``, no BOS,
@@ -93,6 +106,7 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     tok.train_from_iterator(texts, trainer=trainer)
     colours = sorted({c for text in texts for c in COLOUR.findall(text)})
     tok.add_tokens([AddedToken(c, single_word=False, normalized=False) for c in colours])
+    tok.add_tokens([AddedToken(w, single_word=True, normalized=False) for w in sorted(set(words))])
 
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tok,
