@@ -31,6 +31,86 @@ def test_prompt_set_is_fixed_and_reports_held_out_apart():
     assert few[1].render_seed == prompts[len(cfg.eval.subjects)].render_seed
     other = eval_prompts(load_config(ROOT / "configs/local.yaml", {"eval.seed": 1}))
     assert other[0].render_seed != prompts[0].render_seed
+    # The unseen split comes last (asked for: brushrl eval asks for all unless --unseen K), so the
+    # other prompts keep their indices and seeds; its pairs are neither held out nor trained on.
+    every = eval_prompts(cfg, unseen=None)
+    assert every[: len(prompts)] == prompts and [p.subject for p in every[len(prompts):]] == cfg.eval.unseen_subjects
+    assert {p.split for p in every[len(prompts):]} == {"unseen"} and len(cfg.eval.unseen_subjects) >= 12
+    assert not set(cfg.eval.unseen_subjects) & (set(cfg.eval.subjects) | set(cfg.prompts.subjects))
+    assert [p.subject for p in eval_prompts(cfg, held_out=1, training=0, unseen=2)] == [
+        cfg.eval.subjects[0], *cfg.eval.unseen_subjects[:2]]
+
+
+def test_eval_cli_takes_unseen_and_refuses_an_unseen_pair_that_is_trained_on(tmp_path, capsys):
+    import argparse
+
+    import yaml
+
+    from brushrl.orchestrator.cli import add_eval_arguments, run_eval
+
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    assert parser.parse_args(["run"]).unseen is None  # all
+    assert parser.parse_args(["run", "--unseen", "0", "--unseen", "3"]).unseen == 3  # the Makefile's demo prefix
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.unseen_subjects": ["a blue tulip", "a coral poppy"]})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    assert run_eval(parser.parse_args([str(tmp_path)])) == 2
+    assert "eval.unseen_subjects: ['a coral poppy']" in capsys.readouterr().out
+
+
+def test_a_weighted_subject_reward_does_not_refuse_the_unseen_split():
+    """The unseen pairs name no pool subject (fidelity skips them, a weighted ``subject`` scores
+    them None), yet a config weighting ``subject`` is not refused for them: only training and
+    held-out subjects must be in the pool."""
+    from brushrl.orchestrator.actors import refuse_unknown_subjects
+    from brushrl.reward.painting_metrics import PoolSubjects
+
+    cfg = load_config(ROOT / "configs/local.yaml", {
+        "reward.weights": {"gate": 0.05, "length": 0.05, "pool_similarity": 0.6, "subject": 0.2, "novelty": 0.1}})
+    pool = PoolSubjects.from_config(cfg.reward.pool)
+    assert pool.unknown(cfg.eval.unseen_subjects, cfg.prompts.template) == cfg.eval.unseen_subjects
+    refuse_unknown_subjects(cfg)  # no ConfigError
+
+
+def test_the_unseen_split_is_reported_apart_without_a_target():
+    """An unseen split under a weighted ``subject``: each passing painting's reward is None
+    (``subject:unknown_subject``), so its reward is undefined, but its gate pass counts every
+    verdict; its difference is shown, not judged (``improved`` None), and the headline keeps to
+    the judged splits."""
+    from brushrl.artifacts.eval_report import UNKNOWN_SUBJECT
+
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 6})
+    prompts = [EvalPrompt(p, ("held_out", "held_out", "training", "training", "unseen", "unseen")[p], f"s{p}",
+                          f"prompt {p}", p, p) for p in range(6)]
+
+    def rows(policy: str, pass_every: int, value: float) -> list[dict]:
+        out = []
+        for p in range(6):
+            for i in range(6):
+                passed = i % pass_every == 0
+                unseen = p >= 4
+                out.append({"policy": policy, "split": prompts[p].split, "prompt": f"prompt {p}", "prompt_index": p,
+                            "sample": i, "gate_verdict": "pass" if passed else "syntax_error",
+                            "total": (None if unseen else value) if passed else 0.0,
+                            "none_cause": UNKNOWN_SUBJECT if passed and unseen else None,
+                            "reward_pool_similarity": value if passed else 0.0, "png": None, "code": "x"})
+        return out
+
+    report = build_report(rows("base", 3, 0.4) + rows("step_0020", 1, 0.6), ["base", "step_0020"], cfg, prompts)
+    base, final = report["results"]["base"]["unseen"], report["results"]["step_0020"]["unseen"]
+    assert base["gate_pass"]["mean"] == pytest.approx(2 / 6) and final["gate_pass"]["mean"] == 1.0
+    assert base["reward"]["mean"] is None and base["unknown_subject"] == 4 and final["none"] == {UNKNOWN_SUBJECT: 12}
+    vs = report["results"]["step_0020"]["vs_base"]
+    assert vs["unseen"]["improved"] is None and vs["unseen"]["reward"]["diff"] is None
+    assert vs["unseen"]["gate_pass"]["diff"] == pytest.approx(4 / 6) and vs["held_out"]["improved"] is True
+    assert set(report["split_notes"]) == {"held_out", "training", "unseen"}
+    lines = table_lines(report)
+    table = "\n".join(lines)
+    assert "unseen (2x6, no target)" in table and "splits:" in table and "held out from RL only" in table
+    at = next(i for i, line in enumerate(lines) if line.startswith("unseen (2x6, no target)"))
+    assert " - " in lines[at] and "+67 pts" in lines[at + 1]  # no reward; the gate difference is shown
+    assert [line.split(" (")[0] for line in headline_lines(report)] == ["eval held-out", "eval training"]
+    json.dumps(report)
 
 
 def test_config_refuses_a_held_out_subject_that_is_trained_on():

@@ -10,6 +10,7 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -132,10 +133,13 @@ def test_painting_report_is_skipped_not_raised_without_a_pool(tmp_path, entries)
     cfg = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={
         "pool": cfg.reward.pool.model_copy(update={"path": str(tmp_path / "nowhere")})})})
     paint = painting_report(rows, ["base", "step_0020"], cfg, tmp_path)
-    assert set(paint) == {"skipped"} and "nowhere" in paint["skipped"]
+    assert set(paint) == {"skipped", "results"} and "nowhere" in paint["skipped"]
+    # colour accuracy needs no pool: it alone is measured
+    assert set(paint["results"]["base"]["held_out"]) == {"paintings", "missing_png", "colour_accuracy"}
     report = build_report(rows, ["base", "step_0020"], cfg, prompts)
     report["paintings"] = paint
-    assert "subject fidelity" not in "\n".join(table_lines(report))
+    table = "\n".join(table_lines(report))
+    assert "subject fidelity" not in table and "colour accuracy" in table
 
 
 def test_report_only_rebuilds_an_old_eval_json_with_the_new_fields(tmp_path, entries):
@@ -209,3 +213,177 @@ def test_step_paintings_measure_passing_last_turns_and_say_when_off(tmp_path, mo
     assert m["paint/measured"] == 4 and m["time/paint_s"] > 0  # the failed one and the first turn are not
     off = StepPaintings(load_config(ROOT / "configs/local.yaml", {"reward.pool.path": str(tmp_path / "nowhere")}))
     assert off.pool is None and "nowhere" in off.off and off.measures([(a, 0, "accepted", None)]) == {}
+
+
+# ------------------------------------------------------------------ colour accuracy (issue 35)
+def _first_recoloured(base: str):
+    """The first variant of ``base`` repainted in another colour word than its canonical sketch's."""
+    from brushrl.corpus import make_variant
+    from brushrl.corpus.colours import colour_word
+
+    own = colour_word(make_variant(base, 0).subject)
+    return next(item for i in range(1, 40) if colour_word((item := make_variant(base, i)).subject) not in (own, None))
+
+
+@pytest.fixture(scope="module")
+def corpus_renders():
+    """Corpus sketches rendered in Chromium by the project's renderer (600 px, seed 0): five
+    canonical ones in five colour words and the first recoloured tulip. ``{subject: png}``."""
+    from brushrl.config import RenderConfig
+    from brushrl.corpus import make_variant
+    from brushrl.render.browser import Renderer
+
+    items = [make_variant(b, 0) for b in ("tulip", "lotus", "blue_iris", "white_anemone", "marigold")]
+    items.append(_first_recoloured("tulip"))
+    out = {}
+    with Renderer.from_config(RenderConfig()) as renderer:
+        for item in items:
+            res = renderer.render(item.code, seed=0, size=600, deadline_s=90, attempts=1)
+            assert res.status == "ok" and res.png, (item.name, res.status, res.detail)
+            out[item.subject] = res.png
+    return out
+
+
+def test_the_colour_measure_reads_corpus_renders_as_their_colour_word(corpus_renders):
+    """Among every colour word of the corpus, each render's dominant painted colour is the word its
+    subject names, recoloured variant included; the stems and leaves go to foliage, not a word;
+    the same image as PNG bytes and as an RGB array measures the same."""
+    from brushrl.corpus.colours import COLOUR_WORDS, colour_word
+    from brushrl.reward.painting_metrics import ColourWords, read_rgb
+
+    words = ColourWords(COLOUR_WORDS)
+    assert len(corpus_renders) == 6 and len(set(map(colour_word, corpus_renders))) >= 5  # five words or six
+    for subject, png in corpus_renders.items():
+        counts = words.counts(png)
+        assert words.dominant(png) == colour_word(subject), (subject, counts)
+        paper = [int(counts["paper"][i:i + 2], 16) for i in (1, 3, 5)]
+        assert min(paper) >= 0xE0 and counts["foliage"] > 0 and 0 < counts["painted"] < counts["pixels"]  # a cream
+        assert words.counts(read_rgb(png)) == counts
+    # a smaller candidate set: the red tulip among {red, pink} is still red
+    assert ColourWords(["pink", "red"]).dominant(corpus_renders["a red tulip"]) == "red"
+
+
+def test_bare_paper_and_foliage_have_no_dominant_colour():
+    from brushrl.corpus.colours import COLOUR_WORDS
+    from brushrl.corpus.palettes import PALETTES
+    from brushrl.reward.painting_metrics import ColourWords
+
+    words = ColourWords(COLOUR_WORDS)
+    paper = Image.new("RGB", (120, 120), "#fdf8ee")
+    assert words.dominant(np.asarray(paper)) is None and words.counts(np.asarray(paper))["painted"] == 0
+    ImageDraw.Draw(paper).ellipse((20, 20, 100, 100), fill=next(iter(PALETTES.values()))[0].leaf)
+    counts = words.counts(np.asarray(paper))
+    assert words.dominant(np.asarray(paper)) is None and counts["foliage"] == counts["painted"] > 0
+    with pytest.raises(ValueError, match="colour words"):
+        ColourWords(["chartreuse"])
+
+
+def test_colour_chance_is_uniform_and_prompt_blind():
+    from brushrl.reward.painting_metrics import colour_chance
+
+    chance = colour_chance(["red", "red", "pink", "orange"], ["orange", "pink", "red"])
+    assert chance == {"uniform": pytest.approx(1 / 3), "prompt_blind": 0.5, "prompt_blind_word": "red"}
+    assert colour_chance([], ["red"])["prompt_blind"] is None
+
+
+def test_spectral_constants_are_p5_brushs_and_glazes_run_from_paper_to_pigment():
+    """The vendored constants are the installed p5.brush shader's, digit for digit; a glaze at 0 is
+    the paper and at 1 the pigment; a thin blue glaze on cream paper is greener than either
+    (Kubelka-Munk, not alpha blending: why the measure compares with glazes, not with references)."""
+    import re
+
+    from brushrl.render.harness import find_js_dir
+    from brushrl.reward import spectral
+
+    try:
+        shader = find_js_dir() / "node_modules" / "p5.brush" / "src" / "core" / "gl" / "shader.frag"
+    except (FileNotFoundError, OSError):
+        shader = None
+    if shader is not None and shader.is_file():
+        src = shader.read_text()
+        rows = re.findall(r"R\[\s*\d+\] = max\(SPECTRAL_EPSILON, ((?:[wcmyrgb] \* [\d.]+(?: \+ )?)+)\);", src)
+        bases = np.array([[float(x) for x in re.findall(r"\* ([\d.]+)", r)] for r in rows])
+        cmf = np.array([[float(x) for x in m] for m in re.findall(
+            r"xyz \+= R\[\s*\d+\] \* vec3\(([\d.]+), ([\d.]+), ([\d.]+)\);", src)])
+        assert bases.shape == (38, 7) and (bases == spectral.BASE_SPECTRA).all()
+        assert cmf.shape == (38, 3) and (cmf == spectral.CMF).all()
+    paper, blue = np.array([253, 248, 238]) / 255, np.array([[0x4F, 0x74, 0xC9]]) / 255
+    g = spectral.glazes(paper, blue, [0.0, 0.1, 1.0])[0]
+    assert np.abs(g[0] - paper).max() < 2 / 255 and np.abs(g[2] - blue[0]).max() < 2 / 255
+    alpha = paper + 0.1 * (blue[0] - paper)
+    assert g[1][1] - g[1][0] > alpha[1] - alpha[0]  # greener than the straight line
+
+
+def _colour_run(tmp_path: Path, renders: dict) -> tuple[list[dict], list[EvalPrompt], object]:
+    """An evaluated run on disk with real renders: held-out prompts a red tulip, a pink lotus and an
+    orange marigold; unseen prompts a blue tulip and a pink tulip. The base paints each prompt with
+    the render of its colour (sample 0 fails, 1 and 2 pass); the final checkpoint paints every
+    prompt with the red tulip's render and fails every sample of the lotus."""
+    cfg = load_config(ROOT / "configs/local.yaml", {"eval.samples_per_prompt": 3, "eval.bootstrap": 200})
+    pink_tulip = next(s for s in renders if s.endswith("tulip") and s != "a red tulip")
+    plan = [("held_out", "a red tulip", "a red tulip"), ("held_out", "a pink lotus", "a pink lotus"),
+            ("held_out", "an orange marigold", "an orange marigold"), ("unseen", "a blue tulip", "a blue iris"),
+            ("unseen", pink_tulip, pink_tulip)]
+    prompts = [EvalPrompt(i, split, s, f"Paint {s} in loose watercolour.", i, i)
+               for i, (split, s, _) in enumerate(plan)]
+    rows = []
+    for policy in ("base", "step_0020"):
+        (tmp_path / "eval" / "png" / policy).mkdir(parents=True)
+        for p, (_, _, painted) in zip(prompts, plan):
+            for i in range(3):
+                passed = i > 0 if policy == "base" else p.subject != "a pink lotus"
+                png = None
+                if passed:
+                    png = f"eval/png/{policy}/p{p.index:02d}_s{i}.png"
+                    (tmp_path / png).write_bytes(renders[painted if policy == "base" else "a red tulip"])
+                rows.append({"policy": policy, "split": p.split, "prompt": p.prompt, "prompt_index": p.index,
+                             "subject": p.subject, "sample": i, "gate_verdict": "pass" if passed else "syntax_error",
+                             "total": 0.5 if passed else 0.0, "none_cause": None, "png": png, "code": "x",
+                             "turn": None})
+    return rows, prompts, cfg
+
+
+def test_colour_accuracy_in_the_report_tells_a_faithful_painter_from_one_colour(tmp_path, corpus_renders):
+    rows, prompts, cfg = _colour_run(tmp_path, corpus_renders)
+    paint = painting_report(rows, ["base", "step_0020"], cfg, tmp_path)
+    base = paint["results"]["base"]["held_out"]["colour_accuracy"]
+    final = paint["results"]["step_0020"]["held_out"]["colour_accuracy"]
+    assert base["words"] == ["orange", "pink", "red"] and base["chance_uniform"] == pytest.approx(1 / 3)
+    assert base["value"] == 1.0 and base["n"] == 6 and base["chance_prompt_blind"] == pytest.approx(1 / 3)
+    # red for everything: right on the tulip, wrong on the marigold; the lotus never passed
+    assert final["n"] == 6 and final["value"] == pytest.approx(0.5) and final["dominant"] == {"red": 6}
+    assert final["chance_prompt_blind"] == pytest.approx(0.5) and final["prompt_blind_word"] == "red"
+    assert final["interval"][0] <= 0.5 <= final["interval"][1]
+    unseen = paint["results"]["base"]["unseen"]
+    assert unseen["colour_accuracy"]["value"] == 1.0 and unseen["colour_accuracy"]["words"] == ["blue", "pink"]
+    assert unseen["fidelity"]["unknown_subject"] == unseen["paintings"] == 4 and unseen["fidelity"]["mean"] is None
+    report = build_report(rows, ["base", "step_0020"], cfg, prompts)
+    report["paintings"] = paint
+    table = "\n".join(table_lines(report))
+    assert "colour accuracy (passes; 3 words, chance 33%)" in table and "100% [100%, 100%] (n 6, blind 33%)" in table
+    assert "unseen (2x3, no target)" in table and "SFT corpus does paint them" in table
+    assert "neither the SFT corpus nor RL" in table
+    assert report["results"]["step_0020"]["vs_base"]["unseen"]["improved"] is None
+    json.dumps(report)
+
+
+def test_report_only_rebuilds_colour_accuracy_and_the_subject_strip(tmp_path, corpus_renders):
+    """``--report-only`` from samples.parquet: colour accuracy and the unseen split come back, a
+    prompt the last evaluation did not score is left out, and eval.html has the subject strip."""
+    rows, prompts, cfg = _colour_run(tmp_path, corpus_renders)
+    (tmp_path / "eval" / "eval.json").write_text(json.dumps(build_report(rows, ["base", "step_0020"], cfg, prompts)))
+    pd.DataFrame(rows).to_parquet(tmp_path / "eval" / "samples.parquet", index=False)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    extra = EvalPrompt(len(prompts), "unseen", "a violet rose", "Paint a violet rose in loose watercolour.", 9, 9)
+    printed = io.StringIO()
+    Evaluator(cfg, tmp_path, [*prompts, extra], log=printed).rereport()
+    new = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert [p["subject"] for p in new["prompts"]] == [p.subject for p in prompts] and "left out" in printed.getvalue()
+    assert new["paintings"]["results"]["step_0020"]["held_out"]["colour_accuracy"]["value"] == pytest.approx(0.5)
+    page = (tmp_path / "eval.html").read_text()
+    strip = page[page.index("<h2>Subject strip</h2>"):page.index("</table>", page.index("<h2>Subject strip</h2>"))]
+    assert strip.count("<tr>") == 1 + len(prompts) and all(p.subject in strip for p in prompts)
+    assert strip.count("no pass") == 1  # the final policy never passed the lotus
+    assert "eval/png/base/p01_s1.png" in strip and "eval/png/step_0020/p00_s0.png" in strip  # the first passes
+    assert "pink ✓" in strip and "red ✗" in strip
+    assert "colour accuracy" in page and "unseen prompts" in page

@@ -241,7 +241,7 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
 
     run = tmp_path / "e2e"
     shutil.copytree(two_step_run[1], run)  # the artefact test reads the original
-    scope = ["--samples", "2", "--held-out", "1", "--training", "1"]
+    scope = ["--samples", "2", "--held-out", "1", "--training", "1", "--unseen", "0"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         assert cli_main(["eval", str(run), "--report-only", *scope]) == 2  # nothing evaluated yet

@@ -1,7 +1,7 @@
 """``eval/eval.json``: what ``brushrl eval`` measured, its side-by-side table and the summary's headline.
 
-Per policy and split (``held_out``, ``training``), over the completions with a reward (None:
-infrastructure, excluded and counted by cause):
+Per policy and split (``held_out``, ``training``, ``unseen``; :data:`SPLIT_NOTES` says what each
+holds), over the completions with a reward (None: infrastructure, excluded and counted by cause):
 
 * ``reward``: mean total reward (a gate failure counts 0), with a 95% interval;
 * ``gate_pass``: share of completions that pass the gate, with a 95% interval, and the failures
@@ -12,7 +12,8 @@ infrastructure, excluded and counted by cause):
   judge's is its win-rate against the reference pool, both orders), with 95% intervals;
 * per policy after the first, ``vs_<first>``: the difference of its mean reward and gate pass
   rate from the first policy's (the base), with a 95% interval, and ``improved``: the interval of
-  the reward difference lies above 0. Differences are paired: completion ``sample`` of a prompt
+  the reward difference lies above 0 (None for the ``unseen`` split: its difference is shown, not
+  judged, it has no target). Differences are paired: completion ``sample`` of a prompt
   is drawn with the same sampler seed and rendered with the same render seed under every policy
   (common random numbers, ``orchestrator/evaluate.py``), so the difference is taken per
   (prompt, sample) over the pairs where both have a reward (``n``), and only the policy varies
@@ -28,7 +29,9 @@ infrastructure, excluded and counted by cause):
 loads): per policy and split, over the paintings that passed the gate, subject fidelity (share
 attributed to their own pool subject, with chance ``1 / subjects``), within-prompt diversity and
 the distance to the nearest pool image with the copies flagged
-(:mod:`brushrl.reward.painting_metrics`).
+(:mod:`brushrl.reward.painting_metrics`); and, pool or not, ``colour_accuracy``
+(:func:`colour_accuracy`): the share of passing paintings whose dominant painted colour is the
+colour word of their prompt, among the words the split's prompts use, with its chance.
 
 Intervals are stratified bootstrap percentile intervals (``brushrl.stats.bootstrap_means``,
 ``eval.bootstrap`` resamples, each prompt resampled within itself, seeded by ``eval.seed``).
@@ -51,10 +54,21 @@ from brushrl.stats import bootstrap_indices, bootstrap_means, percentile_interva
 #: Folder of a run directory that ``brushrl eval`` writes into, and its report file.
 EVAL_DIR = "eval"
 EVAL_JSON = "eval.json"
-#: The prompt splits, in report order: subjects never trained on, then the training subjects.
-SPLITS = ("held_out", "training")
+#: The prompt splits, in report order: subjects RL never trained on, the training subjects, then
+#: colour x species pairs neither the SFT corpus nor RL painted (``eval.unseen_subjects``).
+SPLITS = ("held_out", "training", "unseen")
+#: The splits whose difference from the base is judged (``improved``); ``unseen`` has no target.
+JUDGED = ("held_out", "training")
 #: How each split is named in tables.
-SPLIT_LABELS = {"held_out": "held-out", "training": "training"}
+SPLIT_LABELS = {"held_out": "held-out", "training": "training", "unseen": "unseen"}
+#: What each split's prompts have been through, said under the table and on ``eval.html``.
+SPLIT_NOTES = {
+    "held_out": "held-out: eval.subjects, never RL's prompts; the tiny policy's SFT corpus does paint them "
+                "(held out from RL only)",
+    "training": "training: prompts.subjects, RL's own prompts",
+    "unseen": "unseen: eval.unseen_subjects, colour x species pairs that neither the SFT corpus nor RL "
+              "painted (each word known, the pair new); no target: its difference is shown, not judged",
+}
 
 
 def _is_none(value) -> bool:
@@ -69,22 +83,48 @@ def _estimate(values: list[float], strata: list, n_boot: int, seed: int) -> dict
     return {"mean": sum(values) / len(values), "lo": lo, "hi": hi, "n": len(values)}
 
 
+#: The None cause of a weighted ``subject`` on a prompt that names no pool subject (every unseen
+#: prompt; ``painting_metrics.subject_values``): the painting keeps its gate verdict, only its
+#: reward is undefined.
+UNKNOWN_SUBJECT = "subject:unknown_subject"
+
+
+def _unknown_subject(row: dict) -> bool:
+    return _is_none(row["total"]) and row.get("none_cause") == UNKNOWN_SUBJECT
+
+
+def _verdict_rows(rows: list[dict]) -> list[dict]:
+    """The rows whose gate verdict counts: those with a reward, and those whose reward is None only
+    because of :data:`UNKNOWN_SUBJECT` (copied with total 0.0, which only a gate pass rate reads)."""
+    return [dict(r, total=0.0) if _unknown_subject(r) else r for r in rows
+            if not _is_none(r["total"]) or _unknown_subject(r)]
+
+
 def _split_stats(rows: list[dict], components: list[str], n_boot: int, seed: int) -> dict:
+    """One policy's numbers on one split (module docstring). With a weighted ``subject`` every
+    passing painting of a prompt naming no pool subject (the unseen split's) has reward None
+    (``unknown_subject``, counted): the gate pass rate still counts their verdicts, but the reward
+    of such a split is undefined (None: its mean would be over the gate failures alone)."""
     valid = [r for r in rows if not _is_none(r["total"])]
+    judged = _verdict_rows(rows)
+    unknown = sum(_unknown_subject(r) for r in rows)
     strata = [r["prompt"] for r in valid]
     passed = [r for r in valid if r["gate_verdict"] == "pass"]
     comps = {}
     for name in components:
         vals = [(float(r[f"reward_{name}"]), r["prompt"]) for r in passed if not _is_none(r.get(f"reward_{name}"))]
         comps[name] = _estimate([v for v, _ in vals], [p for _, p in vals], n_boot, seed)
+    undefined = _estimate([], [], n_boot, seed)
     return {
         "completions": len(rows),
         "prompts": len({r["prompt"] for r in rows}),
         "none": dict(Counter(r.get("none_cause") or "unknown" for r in rows if _is_none(r["total"]))),
-        "reward": _estimate([float(r["total"]) for r in valid], strata, n_boot, seed),
-        "gate_pass": _estimate([float(r["gate_verdict"] == "pass") for r in valid], strata, n_boot, seed),
-        "reward_passing": _estimate([float(r["total"]) for r in passed], [r["prompt"] for r in passed], n_boot, seed),
-        "gate_failures": dict(Counter(r["gate_verdict"] for r in valid if r["gate_verdict"] != "pass").most_common()),
+        "unknown_subject": unknown,
+        "reward": undefined if unknown else _estimate([float(r["total"]) for r in valid], strata, n_boot, seed),
+        "gate_pass": _estimate([_passed(r) for r in judged], [r["prompt"] for r in judged], n_boot, seed),
+        "reward_passing": undefined if unknown else _estimate(
+            [float(r["total"]) for r in passed], [r["prompt"] for r in passed], n_boot, seed),
+        "gate_failures": dict(Counter(r["gate_verdict"] for r in judged if r["gate_verdict"] != "pass").most_common()),
         "components": comps,
     }
 
@@ -105,6 +145,7 @@ def build_report(rows: list[dict], policies: list[str], cfg, prompts, wall_s: fl
     report = {
         "policies": policies,
         "splits": {s: [p.subject for p in prompts if p.split == s] for s in SPLITS},
+        "split_notes": {s: SPLIT_NOTES[s] for s in SPLITS if any(p.split == s for p in prompts)},
         "prompts": [{"index": p.index, "split": p.split, "subject": p.subject, "render_seed": p.render_seed,
                      "gen_seed": p.gen_seed} for p in prompts],
         "samples_per_prompt": cfg.eval.samples_per_prompt,
@@ -126,13 +167,15 @@ def build_report(rows: list[dict], policies: list[str], cfg, prompts, wall_s: fl
             def of(name: str) -> list[dict]:
                 return [r for r in rows if r["policy"] == name and r["split"] == split]
 
-            reward = _paired(of(base), of(policy), _reward, _sample_key, n_boot, seed)
-            gate = _paired(of(base), of(policy), _passed, _sample_key, n_boot, seed)
+            a, b = of(base), of(policy)
+            gate = _paired(_verdict_rows(a), _verdict_rows(b), _passed, _sample_key, n_boot, seed)
+            if any(_unknown_subject(r) for r in a + b):
+                a = b = []  # the reward is undefined there (_split_stats): no reward difference either
+            reward = _paired(a, b, _reward, _sample_key, n_boot, seed)
             vs[split] = {"reward": reward, "gate_pass": gate,
-                         "reward_both_pass": _paired(of(base), of(policy), _reward, _sample_key, n_boot, seed,
-                                                     both_pass=True),
-                         "decomposition": paired_decomposition(of(base), of(policy), _sample_key, n_boot, seed),
-                         "improved": reward["lo"] is not None and reward["lo"] > 0}
+                         "reward_both_pass": _paired(a, b, _reward, _sample_key, n_boot, seed, both_pass=True),
+                         "decomposition": paired_decomposition(a, b, _sample_key, n_boot, seed),
+                         "improved": (reward["lo"] is not None and reward["lo"] > 0) if split in JUDGED else None}
         report["results"][policy][f"vs_{base}"] = vs
     return report
 
@@ -153,9 +196,64 @@ def _diff(e: dict, pct: bool = False) -> str:
     return f"{e['diff']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}]"
 
 
+def split_colour_words(rows: list[dict]) -> dict[str, list[str]]:
+    """Per split, the colour words its prompts use (``brushrl.corpus.colours.colour_word`` of each
+    row's ``subject``, every policy's rows): the candidate words of its colour accuracy."""
+    from brushrl.corpus.colours import colour_word
+
+    words: dict[str, set[str]] = {}
+    for r in rows:
+        word = colour_word(str(r.get("subject") or ""))
+        words.setdefault(r["split"], set())
+        if word is not None:
+            words[r["split"]].add(word)
+    return {split: sorted(ws) for split, ws in words.items()}
+
+
+def colour_accuracy(paintings: list, rows: list[dict], words: list[str], n_boot: int, seed: int) -> dict:
+    """One policy's colour accuracy on one split (docs/colour_accuracy.md): the share of its passing
+    paintings whose dominant painted colour (``painting_metrics.ColourWords`` among ``words``) is
+    their prompt's colour word, with a stratified (by prompt) bootstrap 95% interval.
+
+    Args:
+        paintings: ``painting_metrics.Painting`` s, one per row of ``rows`` (same order).
+        rows: their ``samples.parquet`` rows (``prompt``, ``prompt_index``, ``sample``, ``png``).
+        words: the candidate words (:func:`split_colour_words`); none: nothing is measured.
+
+    Returns:
+        ``{"value", "interval": [lo, hi], "n" (paintings measured: their prompt names a candidate
+        word), "chance_uniform" (1/K), "chance_prompt_blind" (the largest share of one word among
+        the measured paintings' prompts: what always painting that word, ``prompt_blind_word``,
+        scores), "words", "no_colour_word" (passing paintings whose prompt names no colour word:
+        not measured), "no_paint" (measured paintings with no pixel of any candidate: counted
+        wrong), "dominant": {word: n}, "paintings": [{"png", "prompt_index", "sample", "word",
+        "dominant", "correct"}]}``; value and interval None when nothing is measured.
+    """
+    from brushrl.reward.painting_metrics import colour_chance, colour_results
+
+    results = colour_results(paintings, words) if words else [
+        {"word": None, "dominant": None, "correct": None} for _ in paintings]
+    measured = [(r, x) for r, x in zip(rows, results) if x["correct"] is not None]
+    est = _estimate([float(x["correct"]) for _, x in measured], [r["prompt"] for r, _ in measured], n_boot, seed)
+    chance = colour_chance([x["word"] for _, x in measured], words)
+    return {"value": est["mean"], "interval": None if est["mean"] is None else [est["lo"], est["hi"]],
+            "n": est["n"], "chance_uniform": chance["uniform"], "chance_prompt_blind": chance["prompt_blind"],
+            "prompt_blind_word": chance["prompt_blind_word"], "words": list(words),
+            "no_colour_word": len(results) - len(measured),
+            "no_paint": sum(x["dominant"] is None for _, x in measured),
+            "dominant": dict(Counter(str(x["dominant"]) for _, x in measured).most_common()),
+            "paintings": [{"png": str(r["png"]), "prompt_index": _int(r.get("prompt_index")),
+                           "sample": _int(r.get("sample")), **x} for r, x in zip(rows, results)]}
+
+
+def _int(value) -> int | None:
+    return None if _is_none(value) else int(value)
+
+
 def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path) -> dict:
     """``eval.json``'s ``paintings``: subject fidelity, within-prompt diversity and copying
-    (:mod:`brushrl.reward.painting_metrics`) of each policy's passing paintings per split.
+    (:mod:`brushrl.reward.painting_metrics`) of each policy's passing paintings per split, and
+    their colour accuracy (:func:`colour_accuracy`).
 
     Args:
         rows: ``samples.parquet`` rows (``policy``, ``split``, ``prompt``, ``subject``,
@@ -168,9 +266,11 @@ def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path
     Returns:
         ``{"pool", "subjects", "chance", "copy_min_corr", "results": {policy: {split: {"paintings",
         "missing_png", "fidelity" (estimate, mean a share; ``unknown_subject``: paintings whose
-        subject the pool lacks, left out), "diversity" (estimate over prompts with two or more
-        passing paintings), "copy_distance" (estimate, and ``min``), "copies"}}}}``; or
-        ``{"skipped": why}`` when the pool does not load (the rest of the report stands).
+        subject the pool lacks, left out: every painting of the unseen split), "diversity"
+        (estimate over prompts with two or more passing paintings), "copy_distance" (estimate, and
+        ``min``), "copies", "colour_accuracy"}}}}``. When the pool does not load: ``{"skipped":
+        why, "results"}`` with only ``paintings``, ``missing_png`` and ``colour_accuracy`` (which
+        needs no pool); the rest of the report stands.
     """
     from brushrl.pool.store import PoolError
     from brushrl.reward.painting_metrics import Painting, PoolSubjects, measure
@@ -178,10 +278,12 @@ def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path
     pool_cfg, n_boot, seed = cfg.reward.pool, cfg.eval.bootstrap, cfg.eval.seed
     try:
         pool = PoolSubjects.from_config(pool_cfg)
+        out: dict = {"pool": pool_cfg.path, "subjects": len(pool.subjects), "chance": 1 / len(pool.subjects),
+                     "copy_min_corr": pool.copy_min_corr}
     except (PoolError, ValueError, OSError) as e:
-        return {"skipped": f"reference pool {pool_cfg.path}: {e}"}
-    out = {"pool": pool_cfg.path, "subjects": len(pool.subjects), "chance": 1 / len(pool.subjects),
-           "copy_min_corr": pool.copy_min_corr, "results": {}}
+        pool, out = None, {"skipped": f"reference pool {pool_cfg.path}: {e}"}
+    words = split_colour_words(rows)
+    out["results"] = {}
     for policy in policies:
         res = {}
         for split in SPLITS:
@@ -189,26 +291,38 @@ def painting_report(rows: list[dict], policies: list[str], cfg, root: str | Path
             if not any(r["policy"] == policy and r["split"] == split for r in rows):
                 continue
             found = [r for r in passed if r.get("png") and (Path(root) / str(r["png"])).is_file()]
-            m = measure(pool, [Painting(r["subject"], (Path(root) / str(r["png"])).read_bytes(), r["prompt"])
-                               for r in found])
-            known = [(float(c), r["prompt"]) for c, r in zip(m["correct"], found) if c is not None]
-            div = [d for d in m["diversity"].values() if d is not None]
-            strata = [r["prompt"] for r in found]
-            res[split] = {
-                "paintings": len(found), "missing_png": len(passed) - len(found),
-                "fidelity": {**_estimate([c for c, _ in known], [p for _, p in known], n_boot, seed),
-                             "unknown_subject": len(found) - len(known)},
-                "diversity": _estimate(div, None, n_boot, seed),
-                "copy_distance": {**_estimate(m["copy_distance"], strata, n_boot, seed),
-                                  "min": min(m["copy_distance"], default=None)},
-                "copies": sum(m["copy"]),
-            }
+            paintings = [Painting(r["subject"], (Path(root) / str(r["png"])).read_bytes(), r["prompt"]) for r in found]
+            entry: dict = {"paintings": len(found), "missing_png": len(passed) - len(found)}
+            if pool is not None:
+                m = measure(pool, paintings)
+                known = [(float(c), r["prompt"]) for c, r in zip(m["correct"], found) if c is not None]
+                div = [d for d in m["diversity"].values() if d is not None]
+                strata = [r["prompt"] for r in found]
+                entry |= {
+                    "fidelity": {**_estimate([c for c, _ in known], [p for _, p in known], n_boot, seed),
+                                 "unknown_subject": len(found) - len(known)},
+                    "diversity": _estimate(div, None, n_boot, seed),
+                    "copy_distance": {**_estimate(m["copy_distance"], strata, n_boot, seed),
+                                      "min": min(m["copy_distance"], default=None)},
+                    "copies": sum(m["copy"]),
+                }
+            entry["colour_accuracy"] = colour_accuracy(paintings, found, words.get(split, []), n_boot, seed)
+            res[split] = entry
         out["results"][policy] = res
     return out
 
 
+def _colour_cell(acc: dict | None) -> str:
+    """A policy's colour accuracy in the table: ``67% [50%, 83%] (n 12, blind 50%)``."""
+    if not acc or acc.get("value") is None:
+        return "-"
+    lo, hi = acc["interval"]
+    return f"{acc['value']:.0%} [{lo:.0%}, {hi:.0%}] (n {acc['n']}, blind {acc['chance_prompt_blind']:.0%})"
+
+
 def _painting_rows(report: dict, split: str, policies: list[str], n_diffs: int) -> list[list[str]]:
-    """The table's rows of ``report["paintings"]`` for ``split`` (none when absent or skipped)."""
+    """The table's rows of ``report["paintings"]`` for ``split`` (none when absent; only colour
+    accuracy when the pool was skipped)."""
     paint = report.get("paintings") or {}
     if "results" not in paint:
         return []
@@ -220,19 +334,27 @@ def _painting_rows(report: dict, split: str, policies: list[str], n_diffs: int) 
         return show(res[p]) if res[p] else "-"
 
     blank = [""] * n_diffs
-    return [
-        ["", f"subject fidelity (passes; chance {paint['chance']:.0%})",
-         *(cell(p, lambda r: _ci(r["fidelity"], True)) for p in policies), *blank],
-        ["", "diversity within prompt", *(cell(p, lambda r: _ci(r["diversity"])) for p in policies), *blank],
-        ["", f"copy distance (copies: c >= {paint['copy_min_corr']})",
-         *(cell(p, lambda r: f"{_ci(r['copy_distance'])}; {r['copies']} of {r['paintings']}") for p in policies),
-         *blank],
-    ]
+    rows = []
+    if "skipped" not in paint:
+        rows += [
+            ["", f"subject fidelity (passes; chance {paint['chance']:.0%})",
+             *(cell(p, lambda r: _ci(r["fidelity"], True)) for p in policies), *blank],
+            ["", "diversity within prompt", *(cell(p, lambda r: _ci(r["diversity"])) for p in policies), *blank],
+            ["", f"copy distance (copies: c >= {paint['copy_min_corr']})",
+             *(cell(p, lambda r: f"{_ci(r['copy_distance'])}; {r['copies']} of {r['paintings']}") for p in policies),
+             *blank],
+        ]
+    acc = next((r["colour_accuracy"] for r in res.values() if r and r.get("colour_accuracy")), None)
+    if acc and acc.get("words"):
+        label = f"colour accuracy (passes; {len(acc['words'])} words, chance {acc['chance_uniform']:.0%})"
+        rows.append(["", label, *(cell(p, lambda r: _colour_cell(r.get("colour_accuracy"))) for p in policies), *blank])
+    return rows
 
 
 def table_lines(report: dict) -> list[str]:
     """The side-by-side table: per split, reward, gate pass and each component for every policy,
-    and each later policy's difference from the first (95% intervals in brackets)."""
+    and each later policy's difference from the first (95% intervals in brackets); then what each
+    split's prompts are (``split_notes``; the unseen split's difference is not judged)."""
     policies, base = report["policies"], report["policies"][0]
     diffs = [f"{p} - {base}" for p in policies[1:]]
     head = ["split", "metric", *policies, *diffs]
@@ -242,7 +364,8 @@ def table_lines(report: dict) -> list[str]:
         if not any(res.values()):
             continue
         first = next(r for r in res.values() if r)
-        label = f"{SPLIT_LABELS[split]} ({first['prompts']}x{report['samples_per_prompt']})"
+        label = (f"{SPLIT_LABELS[split]} ({first['prompts']}x{report['samples_per_prompt']}"
+                 f"{'' if split in JUDGED else ', no target'})")
         vs = [report["results"][p][f"vs_{base}"].get(split, {}) for p in policies[1:]]
         body.append([label, "reward", *(_ci(res[p]["reward"]) if res[p] else "-" for p in policies),
                      *(_diff(v.get("reward", {})) for v in vs)])
@@ -262,7 +385,9 @@ def table_lines(report: dict) -> list[str]:
             body.append(["", "None (excluded)", *nones, *([""] * len(diffs))])
     widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
     fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
-    return [fmt(head), *(fmt(row) for row in body)]
+    notes = [f"  {note}" for split, note in (report.get("split_notes") or {}).items()
+             if any(report["results"][p].get(split) for p in policies)]
+    return [fmt(head), *(fmt(row) for row in body), *(["splits:", *notes] if notes else [])]
 
 
 def _gain_rows(res: dict, policies: list[str], vs: list[dict]) -> list[list[str]]:
@@ -280,14 +405,14 @@ def _gain_rows(res: dict, policies: list[str], vs: list[dict]) -> list[list[str]
 
 
 def headline_lines(report: dict) -> list[str]:
-    """At most two lines for the run summary: per split, the first and last policy's mean reward
-    (95% intervals), the difference and whether it clears its interval, the gate pass rates, and
-    the difference's two parts (fewer failures, better paintings; :func:`decompose`) with their
-    intervals when the report has them."""
+    """At most two lines for the run summary: per judged split (:data:`JUDGED`), the first and last
+    policy's mean reward (95% intervals), the difference and whether it clears its interval, the
+    gate pass rates, and the difference's two parts (fewer failures, better paintings;
+    :func:`decompose`) with their intervals when the report has them."""
     policies = report["policies"]
     first, last = policies[0], policies[-1]
     out = []
-    for split in SPLITS:
+    for split in JUDGED:  # the unseen split has no target: the table shows it
         a, b = report["results"][first].get(split), report["results"][last].get(split)
         if not a or not b:
             continue

@@ -115,11 +115,14 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, help="override eval.samples_per_prompt")
     p.add_argument("--held-out", type=int, metavar="K", help="score only the first K of eval.subjects")
     p.add_argument("--training", type=int, metavar="K", help="score only the first K training subjects (0: none)")
+    p.add_argument("--unseen", type=int, metavar="K",
+                   help="score only the first K of eval.unseen_subjects, colour x species pairs neither SFT nor RL "
+                   "saw, reported apart without a target (0: none; default: all)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any field of the run's config by dotted path, YAML value (repeatable)")
     p.add_argument("--report-only", action="store_true",
                    help="sample nothing: rebuild eval.json, eval.html and the table from the last evaluation's "
-                   "eval/samples.parquet (same policies; pass the same --held-out/--training/--turns)")
+                   "eval/samples.parquet (same policies; pass the same --held-out/--training/--unseen/--turns)")
     p.add_argument("--turns", type=int, default=1, metavar="K",
                    help="multi-turn revision: each sample is a trajectory of up to K replies, critiqued by the "
                    "run's reward.critic between them; reports each turn side by side (default 1)")
@@ -127,7 +130,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Score the base and/or checkpoints of a run (``brushrl.orchestrator.evaluate``); 2 for a bad
-    run directory, config, checkpoint or a tracker of its ``logging.trackers`` that cannot start."""
+    run directory, config (an unseen subject that is also held out or trained on included),
+    checkpoint or a tracker of its ``logging.trackers`` that cannot start."""
     import logging
 
     import yaml
@@ -147,13 +151,18 @@ def run_eval(args: argparse.Namespace) -> int:
 
     try:
         cfg = eval_config(args.run_dir, overrides)
+        seen = set(cfg.eval.subjects) | (set(cfg.prompts.subjects) if cfg.eval.include_training else set())
+        both = sorted(seen & set(cfg.eval.unseen_subjects[:args.unseen]))
+        if both:
+            raise ValueError(f"eval.unseen_subjects: {both} also in eval.subjects or prompts.subjects (an unseen "
+                             f"pair must be neither held out nor trained on)")
         require_trackers(cfg)  # the run's logging.trackers get the results: fail before sampling
         policies = resolve_policies(args.run_dir, args.checkpoint, base=not args.no_base)
     except (ConfigError, FileNotFoundError, ValueError, TrackerUnavailable) as exc:
         print(exc)
         return 2
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
-    prompts = eval_prompts(cfg, held_out=args.held_out, training=args.training)
+    prompts = eval_prompts(cfg, held_out=args.held_out, training=args.training, unseen=args.unseen)
     print(f"[eval] {args.run_dir}: " + ("the last evaluation reported again" if args.report_only else
           ", ".join(p.name for p in policies)) + f" on {len(prompts)} prompts x "
           f"{cfg.eval.samples_per_prompt} samples (eval.seed {cfg.eval.seed})"

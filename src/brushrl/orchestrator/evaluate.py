@@ -8,15 +8,17 @@ same group pipeline (:meth:`GroupProducer.produce <brushrl.orchestrator.producer
 generate -> static gate -> ``RenderPool.render`` -> runtime gate -> scorers -> ``combine``). So an
 evaluation scales out the way training does, and its reward is the training reward.
 
-The prompt set (:func:`eval_prompts`) is ``eval.subjects`` (held out: never trained on) and, with
-``eval.include_training``, the run's ``prompts.subjects``, reported apart. Each prompt has a fixed
+The prompt set (:func:`eval_prompts`) is ``eval.subjects`` (held out: never RL's prompts; the tiny
+policy's SFT corpus paints them), with ``eval.include_training`` the run's ``prompts.subjects``,
+and ``eval.unseen_subjects`` (colour x species pairs neither the SFT corpus nor RL painted; reported
+without a target), each split reported apart. Each prompt has a fixed
 render seed and a fixed sampler seed, derived from ``eval.seed`` and the subject, and every policy
 faces the same ones: the same policy and seed give the same numbers; two policies differ only by
 their weights. ``eval.samples_per_prompt`` completions per prompt (one group).
 
 Writes, under the run directory: ``eval/eval.json`` (:mod:`brushrl.artifacts.eval_report`; its
 ``paintings``: subject fidelity, diversity and copying of the passing paintings against the run's
-reference pool, ``reward.pool``),
+reference pool, ``reward.pool``, and their colour accuracy),
 ``eval/samples.parquet`` (one row per completion, the ``rollouts.parquet`` columns plus
 ``policy``, ``split``, ``subject``), ``eval/png/<policy>/p<prompt>_s<sample>.png`` and the page
 ``eval.html`` (:mod:`brushrl.artifacts.eval_page`), which ``gallery.html`` links to. With
@@ -74,7 +76,7 @@ class EvalPrompt:
 
     Attributes:
         index: position in the set (held-out prompts first); names the PNGs (``p<index>``).
-        split: ``held_out`` or ``training`` (:data:`~brushrl.artifacts.eval_report.SPLITS`).
+        split: ``held_out``, ``training`` or ``unseen`` (:data:`~brushrl.artifacts.eval_report.SPLITS`).
         subject: the subject; prompt: the user prompt (``prompts.template`` filled in).
         render_seed: the render seed of every completion of this prompt (uint31).
         gen_seed: the sampler seed of this prompt's group (uint31).
@@ -88,9 +90,14 @@ class EvalPrompt:
     gen_seed: int
 
 
-def eval_prompts(cfg: BrushRLConfig, held_out: int | None = None, training: int | None = None) -> list[EvalPrompt]:
+def eval_prompts(cfg: BrushRLConfig, held_out: int | None = None, training: int | None = None,
+                 unseen: int | None = 0) -> list[EvalPrompt]:
     """The fixed prompt set of ``cfg``: the first ``held_out`` of ``eval.subjects`` (None: all),
-    then (``eval.include_training``) the first ``training`` of ``prompts.subjects``.
+    then (``eval.include_training``) the first ``training`` of ``prompts.subjects``, then the first
+    ``unseen`` of ``eval.unseen_subjects`` (last, so that the other prompts keep their indices
+    whatever ``unseen`` is). ``unseen`` is 0 unless asked for, so that a caller sized by
+    ``held_out`` and ``training`` keeps its cost; ``brushrl eval`` asks for all of them unless
+    told ``--unseen K``.
 
     Seeds come from ``random.Random(f"{eval.seed}:{subject}")`` (string seeds hash with SHA-512: the
     same across processes), so a subject keeps its seeds whatever else is in the set.
@@ -98,6 +105,7 @@ def eval_prompts(cfg: BrushRLConfig, held_out: int | None = None, training: int 
     chosen = [("held_out", s) for s in cfg.eval.subjects[:held_out]]
     if cfg.eval.include_training:
         chosen += [("training", s) for s in cfg.prompts.subjects[:training]]
+    chosen += [("unseen", s) for s in cfg.eval.unseen_subjects[:unseen]]
     out = []
     for i, (split, subject) in enumerate(chosen):
         rng = random.Random(f"{cfg.eval.seed}:{subject}")
@@ -224,7 +232,8 @@ class Evaluator:
     def rereport(self) -> dict:
         """Rebuild ``eval.json``, the page and the table from ``eval/samples.parquet`` with this
         code's statistics, without sampling again (the policies and wall time of the last
-        evaluation are kept; ``prompts`` must be the set it scored). Returns the report.
+        evaluation are kept; ``prompts`` must be the set it scored, or hold it: a prompt without
+        samples, such as an unseen split the last evaluation skipped, is left out). Returns the report.
 
         Raises:
             FileNotFoundError: the run has no finished evaluation (``eval/eval.json`` and
@@ -234,7 +243,14 @@ class Evaluator:
         if not (last.exists() and samples.exists()):
             raise FileNotFoundError(f"{self.out}: no finished evaluation to report again (run brushrl eval first)")
         old = json.loads(last.read_text())
-        return self._report(read_rows(samples), old["policies"], wall_s=old.get("wall_s"))
+        rows = read_rows(samples)
+        # Prompts the last evaluation did not score (e.g. an unseen split added since) are left out.
+        scored = {(int(r["prompt_index"]), r["subject"]) for r in rows}
+        kept = [p for p in self.prompts if (p.index, p.subject) in scored]
+        if len(kept) < len(self.prompts):
+            self._say(f"[eval] {len(self.prompts) - len(kept)} prompt(s) not in {samples.name}: left out of the report")
+        self.prompts = kept
+        return self._report(rows, old["policies"], wall_s=old.get("wall_s"))
 
     def _report(self, rows: list[dict], names: list[str], wall_s: float | None) -> dict:
         first_turns = [r for r in rows if r.get("turn") in (None, 1)]

@@ -42,9 +42,23 @@ The same features give two reward components (off by default; the pool scorer ac
   painting another one duplicates, 1 from ``distinct`` on (a near-duplicate penalty that does not
   pay for being ever more different, which would pull away from the subject).
 
+**Colour accuracy** (issue 35; docs/colour_accuracy.md) asks a simpler question of a painting whose
+prompt names a colour word ("a red tulip"): is its dominant painted colour that word, among the
+colour words the evaluation's prompts use? :class:`ColourWords` reads it from the pixels alone,
+with no pool: the paper is the image's most common colour; a pixel holds paint when it is more than
+``PAINTED_DELTA_E`` (CIE76, in CIELAB) from the paper; each painted pixel goes to the candidate
+word (or to foliage, ``FOLIAGE``, dropped) whose *glaze curve* passes nearest to it, a word's
+curves being each of its reference colours (``brushrl.corpus.colours.COLOUR_REFERENCES``) mixed
+into this paper at ``GLAZE_FACTORS`` with p5.brush's own Kubelka-Munk mixing
+(:mod:`brushrl.reward.spectral`): watercolour is transparent, and a pale blue wash on cream paper
+is grey-green, which a nearest-reference rule reads as white or green. The dominant word is the one
+with the most pixels. :func:`colour_results` gives it per painting; ``eval_report`` the split's
+accuracy, its interval and chance.
+
 ``python -m brushrl.reward.painting_metrics [POOL]`` measures the ranges of the three measures
 (``measures``) and of the two components (``reward``) on a pool itself (the figures in
-docs/reward.md).
+docs/reward.md); ``--colour`` instead renders corpus sketches of colour-named subjects in Chromium
+and prints the colour measure's own accuracy on them (:func:`colour_validation`).
 """
 
 from __future__ import annotations
@@ -53,16 +67,20 @@ import argparse
 import io
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 from PIL import Image
 
+from brushrl.corpus.colours import COLOUR_REFERENCES, COLOUR_WORDS, colour_word
+from brushrl.corpus.palettes import PALETTES
 from brushrl.pool.store import PoolEntry, ReferencePool
 from brushrl.prompts import user_prompt
 from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import ImageFeatures, PoolSimilarityScorer, image_features, resemblance, subject_key
+from brushrl.reward.spectral import glazes
 
 
 @dataclass(frozen=True)
@@ -293,6 +311,240 @@ def step_measures(pool: PoolSubjects, paintings: list[Painting]) -> dict:
             "paint/copy_distance_min": min(m["copy_distance"], default=None)}
 
 
+# ------------------------------------------------------------------ colour accuracy
+#: CIE76 distance in CIELAB from the paper above which a pixel holds paint. On corpus renders
+#: (docs/colour_accuracy.md) 3, 4 and 5 measure alike; from 10 up the palest washes (white
+#: flowers' grey-lilac, yellow) are lost, from 2.5 down the paper's grain is counted. 4: the middle.
+PAINTED_DELTA_E = 4.0
+#: How much paint a pixel may hold (p5.brush's ``mixIntensity``, 0 bare paper, 1 the pigment) at
+#: which each reference colour's glaze over the paper is sampled.
+GLAZE_FACTORS = np.linspace(0.03, 1.0, 33)
+#: The corpus's greens (every palette's ``leaf``, ``leaf_dark`` and ``wood``): a painted pixel
+#: whose nearest glaze is one of theirs is foliage, not the subject's colour, and is dropped.
+FOLIAGE: tuple[str, ...] = tuple(sorted({c for family in PALETTES.values() for p in family
+                                          for c in (p.leaf, p.leaf_dark, p.wood)}))
+
+
+def _rgb(hexes) -> np.ndarray:
+    """float64 ``[n, 3]`` in [0, 1] of ``#rrggbb`` strings."""
+    return np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in hexes], dtype=np.float64) / 255.0
+
+
+def read_rgb(image: bytes | np.ndarray) -> np.ndarray:
+    """uint8 ``[H, W, 3]`` of PNG bytes or of an RGB(A) array (alpha dropped)."""
+    if isinstance(image, (bytes, bytearray)):
+        return np.asarray(Image.open(io.BytesIO(image)).convert("RGB"))
+    arr = np.asarray(image)
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4):
+        raise ValueError(f"expected an RGB image [H, W, 3], got shape {arr.shape}")
+    return arr[..., :3].astype(np.uint8)
+
+
+class ColourWords:
+    """The colour measure (module docstring) for one candidate set of colour words.
+
+    Args:
+        words: the candidate words, each a key of ``brushrl.corpus.colours.COLOUR_REFERENCES``
+            (for an evaluation: the colour words its split's prompts use).
+        painted_delta_e: the paint threshold (``PAINTED_DELTA_E``).
+
+    Raises:
+        ValueError: no word, or a word with no reference colours (named, with the known words).
+    """
+
+    def __init__(self, words, painted_delta_e: float = PAINTED_DELTA_E):
+        self.words: tuple[str, ...] = tuple(sorted(set(words)))
+        unknown = [w for w in self.words if w not in COLOUR_REFERENCES]
+        if not self.words or unknown:
+            raise ValueError(f"colour words {unknown or '(none)'}: expected some of {sorted(COLOUR_REFERENCES)}")
+        self.painted_delta_e = painted_delta_e
+        self._trees: dict[int, tuple] = {}
+
+    def _tree(self, paper: int):
+        """A KD-tree of every candidate word's and the foliage's glazes over ``paper`` (packed
+        ``0xRRGGBB``) in CIELAB, and each point's label (a word's index; ``len(words)``: foliage)."""
+        if paper not in self._trees:
+            from scipy.spatial import cKDTree
+            from skimage.color import rgb2lab
+
+            rgb = np.array([paper >> 16, (paper >> 8) & 255, paper & 255], dtype=np.float64) / 255.0
+            points, labels = [], []
+            for i, hexes in enumerate([COLOUR_REFERENCES[w] for w in self.words] + [FOLIAGE]):
+                g = glazes(rgb, _rgb(hexes), GLAZE_FACTORS).reshape(-1, 3)
+                points.append(rgb2lab(g[None])[0])
+                labels += [i] * len(g)
+            if len(self._trees) >= 32:  # a few creams in practice; bound it anyway
+                self._trees.clear()
+            self._trees[paper] = (cKDTree(np.concatenate(points)), np.array(labels))
+        return self._trees[paper]
+
+    def counts(self, image: bytes | np.ndarray) -> dict:
+        """Where a painting's pixels go.
+
+        Returns:
+            ``{"paper": "#rrggbb" (the most common colour), "pixels": n, "painted": n (farther than
+            the threshold from the paper), "foliage": n (painted, nearest a green's glaze),
+            "words": {word: n painted pixels nearest its glazes}}``.
+        """
+        from skimage.color import rgb2lab
+
+        rgb = read_rgb(image).reshape(-1, 3)
+        key = (rgb[:, 0].astype(np.int64) << 16) | (rgb[:, 1].astype(np.int64) << 8) | rgb[:, 2]
+        keys, n = np.unique(key, return_counts=True)
+        vals = np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=1)
+        lab = rgb2lab(vals[None].astype(np.float64) / 255.0)[0]
+        at = int(n.argmax())
+        painted = np.linalg.norm(lab - lab[at], axis=1) > self.painted_delta_e
+        tree, labels = self._tree(int(keys[at]))
+        per = np.zeros(len(self.words) + 1, dtype=np.int64)
+        if painted.any():
+            _, j = tree.query(lab[painted])
+            per = np.bincount(labels[j], weights=n[painted], minlength=len(self.words) + 1).astype(np.int64)
+        return {"paper": f"#{int(keys[at]):06x}", "pixels": int(n.sum()), "painted": int(n[painted].sum()),
+                "foliage": int(per[-1]), "words": {w: int(c) for w, c in zip(self.words, per[:-1])}}
+
+    def dominant(self, image: bytes | np.ndarray) -> str | None:
+        """The word with the most painted pixels (ties: the first in sorted order); None when no
+        painted pixel goes to any word (a blank or all-green painting)."""
+        counts = self.counts(image)["words"]
+        best = max(counts.values())
+        return None if best == 0 else next(w for w, c in counts.items() if c == best)
+
+
+def colour_results(paintings: list[Painting], words) -> list[dict]:
+    """Per painting: ``{"word": the colour word its subject names (None: none), "dominant": its
+    dominant word among ``words`` (:class:`ColourWords`; None: nothing painted in any), "correct":
+    dominant == word (None when the subject names no colour word or one outside ``words``, so
+    there is nothing to match)}``. A painting is measured only when its word is a candidate.
+
+    Raises:
+        ValueError: as :class:`ColourWords`. PIL.UnidentifiedImageError: an unreadable PNG.
+    """
+    measure_ = ColourWords(words)
+    out = []
+    for p in paintings:
+        word = colour_word(p.subject)
+        if word is None or word not in measure_.words:
+            out.append({"word": word, "dominant": None, "correct": None})
+            continue
+        dominant = measure_.dominant(p.png)
+        out.append({"word": word, "dominant": dominant, "correct": dominant == word})
+    return out
+
+
+def colour_chance(prompt_words: list[str], words) -> dict:
+    """What colour accuracy a painter that ignores the prompt scores: ``uniform`` ``1 / K`` (a
+    word drawn at random among the K candidates ``words``) and ``prompt_blind`` the largest share
+    of one word among ``prompt_words`` (the measured paintings' prompts' words; always painting
+    that word, ``prompt_blind_word``, scores it; None for no painting)."""
+    k = len(set(words))
+    top = Counter(prompt_words).most_common(1)
+    return {"uniform": 1.0 / k if k else None,
+            "prompt_blind": top[0][1] / len(prompt_words) if top else None,
+            "prompt_blind_word": top[0][0] if top else None}
+
+
+def colour_cases(recoloured: int = 1, kept: int = 1, variants: int = 12) -> list[tuple[str, "object"]]:
+    """Corpus sketches to validate the colour measure on: for every base whose canonical subject
+    names a colour word, its canonical sketch (``make_variant(base, 0)``), then the first
+    ``recoloured`` of its variants 1..``variants - 1`` repainted in another colour word and the
+    first ``kept`` keeping the base's colour. Returns ``[(kind, CorpusItem)]``, kind ``canonical``,
+    ``recoloured`` or ``kept``."""
+    from brushrl.corpus.build import make_variant
+    from brushrl.corpus.catalogue import BASES
+
+    out = []
+    for base in BASES:
+        canonical = make_variant(base, 0)
+        own = colour_word(canonical.subject)
+        if own is None:
+            continue
+        out.append(("canonical", canonical))
+        left = {"recoloured": recoloured, "kept": kept}
+        for i in range(1, variants):
+            item = make_variant(base, i)
+            word = colour_word(item.subject)
+            kind = "kept" if word == own else "recoloured" if word is not None else None
+            if kind and left[kind] > 0:
+                left[kind] -= 1
+                out.append((kind, item))
+    return out
+
+
+def split_words() -> dict[str, list[str]]:
+    """The colour words of the default evaluation's splits (``eval.subjects``, ``prompts.subjects``,
+    ``eval.unseen_subjects``): the candidate sets :func:`colour_validation` measures with too."""
+    from brushrl.config import EvalConfig, PromptsConfig
+
+    splits = {"held_out": EvalConfig().subjects, "training": PromptsConfig().subjects,
+              "unseen": EvalConfig().unseen_subjects}
+    return {k: sorted({colour_word(s) for s in v} - {None}) for k, v in splits.items()}
+
+
+def colour_validation(cases: list[tuple[str, "object"]], words=COLOUR_WORDS, word_sets: dict | None = None,
+                      renderer=None, size: int = 600, save: str | None = None) -> dict:
+    """The colour measure's own accuracy on corpus sketches (:func:`colour_cases`) rendered in
+    Chromium (``brushrl.render.browser.Renderer``, ``render`` defaults; seed 0): each one's dominant
+    word among ``words`` against the word its subject names; then again among each candidate set
+    of ``word_sets`` (default :func:`split_words`: what an evaluation's split measures among), on
+    the renders whose word is in the set.
+
+    Args:
+        save: a folder to write each render to (``<name>.png``, ``/`` as ``_``), or None.
+
+    Returns:
+        ``{"n", "correct", "accuracy", "words", "by_kind": {kind: {"n", "correct", "accuracy"}},
+        "confusions": {"said -> measured": n}, "by_word_set": {name: {"words", "n", "correct",
+        "accuracy", "confusions"}}, "failed_renders": [name], "items": [{"name", "kind", "subject",
+        "word", "dominant"}]}``.
+    """
+    from pathlib import Path
+
+    from brushrl.config import RenderConfig
+    from brushrl.render.browser import Renderer
+
+    measure_ = ColourWords(words)
+    word_sets = split_words() if word_sets is None else word_sets
+    own = renderer is None
+    renderer = renderer or Renderer.from_config(RenderConfig())
+    items, pngs, failed = [], [], []
+    try:
+        for kind, item in cases:
+            word = colour_word(item.subject)
+            if word not in measure_.words:
+                continue
+            res = renderer.render(item.code, seed=0, size=size, deadline_s=90, attempts=1)
+            if res.status != "ok" or not res.png:
+                failed.append(item.name)
+                continue
+            if save:
+                Path(save).mkdir(parents=True, exist_ok=True)
+                (Path(save) / f"{item.name.replace('/', '_')}.png").write_bytes(res.png)
+            pngs.append(res.png)
+            items.append({"name": item.name, "kind": kind, "subject": item.subject, "word": word,
+                          "dominant": measure_.dominant(res.png)})
+    finally:
+        if own:
+            renderer.close()
+
+    def tally(xs: list[dict]) -> dict:
+        ok = sum(x["dominant"] == x["word"] for x in xs)
+        return {"n": len(xs), "correct": ok, "accuracy": ok / len(xs) if xs else None,
+                "confusions": dict(Counter(f"{x['word']} -> {x['dominant']}" for x in xs
+                                           if x["dominant"] != x["word"]).most_common())}
+
+    by_set = {}
+    for name, ws in word_sets.items():
+        m = ColourWords(ws)
+        xs = [dict(x, dominant=m.dominant(png)) for x, png in zip(items, pngs) if x["word"] in m.words]
+        by_set[name] = {"words": list(m.words), **tally(xs)}
+    overall = tally(items)
+    return {**{k: overall[k] for k in ("n", "correct", "accuracy")}, "words": list(measure_.words),
+            "by_kind": {k: {key: v for key, v in tally([x for x in items if x["kind"] == k]).items()
+                            if key != "confusions"} for k in ("canonical", "recoloured", "kept")},
+            "confusions": overall["confusions"], "by_word_set": by_set, "failed_renders": failed, "items": items}
+
+
 # ------------------------------------------------------------------ measured range on a pool
 def _moved(png: bytes, angle: float, dx: int, dy: int, scale: float) -> bytes:
     """``png`` scaled by ``scale``, turned ``angle`` degrees and moved (dx, dy) pixels on its own
@@ -436,7 +688,8 @@ def _spread(xs: list[float]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print :func:`pool_ranges` (``measures``) and :func:`reward_ranges` (``reward``) of a pool as JSON."""
+    """Print :func:`pool_ranges` (``measures``) and :func:`reward_ranges` (``reward``) of a pool as
+    JSON; with ``--colour``, :func:`colour_validation` of :func:`colour_cases` instead."""
     from brushrl.config import NoveltyConfig, PoolScorerConfig, SubjectConfig
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -445,7 +698,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="reward.subject.temperature (default: the config's)")
     p.add_argument("--distinct", type=float, default=NoveltyConfig().distinct,
                    help="reward.novelty.distinct (default: the config's)")
+    p.add_argument("--colour", action="store_true",
+                   help="instead: render corpus sketches of colour-named subjects in Chromium and print the colour "
+                   "measure's accuracy on them (colour_validation; ~4 s a sketch on one CPU core)")
+    p.add_argument("--recoloured", type=int, default=1, help="--colour: recoloured variants per base (default 1)")
+    p.add_argument("--kept", type=int, default=1, help="--colour: same-colour variants per base (default 1)")
+    p.add_argument("--words", nargs="+", default=list(COLOUR_WORDS),
+                   help="--colour: the candidate words (default: every colour word)")
+    p.add_argument("--save", metavar="DIR", help="--colour: also write each render to DIR")
     args = p.parse_args(argv)
+    if args.colour:
+        out = colour_validation(colour_cases(args.recoloured, args.kept), args.words, save=args.save)
+        print(json.dumps(out, indent=1))
+        return 0
     cfg = PoolScorerConfig(path=args.pool)
     pool, entries = PoolSubjects.from_config(cfg), ReferencePool(cfg.path).entries
     print(json.dumps({"measures": pool_ranges(pool, entries),
