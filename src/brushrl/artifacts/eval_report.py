@@ -211,7 +211,7 @@ def split_colour_words(rows: list[dict]) -> dict[str, list[str]]:
 
 
 def colour_accuracy(paintings: list, rows: list[dict], words: list[str], n_boot: int, seed: int) -> dict:
-    """One policy's colour accuracy on one split (docs/colour_accuracy.md): the share of its passing
+    """One policy's colour accuracy on one split (docs/reward.md, "Colour accuracy"): the share of its passing
     paintings whose dominant painted colour (``painting_metrics.ColourWords`` among ``words``) is
     their prompt's colour word, with a stratified (by prompt) bootstrap 95% interval.
 

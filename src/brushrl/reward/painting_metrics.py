@@ -42,7 +42,7 @@ The same features give two reward components (off by default; the pool scorer ac
   painting another one duplicates, 1 from ``distinct`` on (a near-duplicate penalty that does not
   pay for being ever more different, which would pull away from the subject).
 
-**Colour accuracy** (issue 35; docs/colour_accuracy.md) asks a simpler question of a painting whose
+**Colour accuracy** (issue 35; docs/reward.md, "Colour accuracy") asks a simpler question of a painting whose
 prompt names a colour word ("a red tulip"): is its dominant painted colour that word, among the
 colour words the evaluation's prompts use? :class:`ColourWords` reads it from the pixels alone,
 with no pool: the paper is the image's most common colour; a pixel holds paint when it is more than
@@ -313,7 +313,7 @@ def step_measures(pool: PoolSubjects, paintings: list[Painting]) -> dict:
 
 # ------------------------------------------------------------------ colour accuracy
 #: CIE76 distance in CIELAB from the paper above which a pixel holds paint. On corpus renders
-#: (docs/colour_accuracy.md) 3, 4 and 5 measure alike; from 10 up the palest washes (white
+#: (docs/reward.md, "Colour accuracy") 3, 4 and 5 measure alike; from 10 up the palest washes (white
 #: flowers' grey-lilac, yellow) are lost, from 2.5 down the paper's grain is counted. 4: the middle.
 PAINTED_DELTA_E = 4.0
 #: How much paint a pixel may hold (p5.brush's ``mixIntensity``, 0 bare paper, 1 the pigment) at
