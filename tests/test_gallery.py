@@ -171,3 +171,29 @@ def test_a_moved_run_directory_links_its_own_pngs(tmp_path):
     page = (moved / "gallery.html").read_text()
     assert 'src="png/step_0001/g0_s0.png"' in page and str(first) not in page
     assert (moved / "png" / "step_0001" / "g0_s0.png").exists()
+
+
+def test_eval_page_learning_curve_is_a_moving_mean_of_the_training_metrics(tmp_path):
+    """The eval page's training curve (issue 35): per step the mean of the last 5 steps' reward,
+    gate pass, subject fidelity and diversity from metrics.jsonl; nothing without the file."""
+    import json
+    import re
+
+    from brushrl.artifacts.eval_page import learning_curve
+
+    assert learning_curve(tmp_path) == ""
+    records = [{"step": s, "reward/mean": 0.1 * s, "gate/pass_rate": 1.0, "paint/subject_fidelity": 0.5,
+                "paint/diversity": 0.0 if s < 10 else 1.0} for s in range(1, 11)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    html_text = learning_curve(tmp_path)
+    lines = re.findall(r'points="([^"]+)"', html_text)
+    assert len(lines) == 4 and all(len(p.split()) == 10 for p in lines)
+    for label in ("reward", "gate pass", "subject fidelity", "diversity"):
+        assert f">{label}</text>" in html_text
+    ys = lambda pts: [float(xy.split(",")[1]) for xy in pts.split()]  # noqa: E731
+    reward, gate, _, diversity = (ys(p) for p in lines)
+    top, bottom = 36, 240 - 36
+    # reward at step 10: mean of 0.6..1.0 = 0.8; diversity at step 10: one 1.0 in the window = 0.2
+    assert reward[-1] == pytest.approx(bottom - 0.8 * (bottom - top), abs=0.2)
+    assert diversity[-1] == pytest.approx(bottom - 0.2 * (bottom - top), abs=0.2) and diversity[0] == bottom
+    assert set(gate) == {top}

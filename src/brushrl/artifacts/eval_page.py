@@ -15,9 +15,11 @@ untrusted text and is never executed here); ``gallery.html`` links to it.
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 
 from brushrl.artifacts.eval_report import SPLIT_LABELS, SPLITS, table_lines, turn_table_lines
+from brushrl.artifacts.gallery import line_chart_svg
 from brushrl.artifacts.run_dir import atomic_write
 
 #: The page's file name in the run directory.
@@ -113,6 +115,33 @@ def subject_strip(report: dict, rows: list[dict]) -> str:
             f"<table class='strip'><tr><th>prompt</th>{head}</tr>{''.join(body)}</table>")
 
 
+#: The training curve's series: ``metrics.jsonl`` key -> label, colour.
+CURVE = {"reward/mean": ("reward", "#222"), "gate/pass_rate": ("gate pass", "#888"),
+         "paint/subject_fidelity": ("subject fidelity", "#84c"), "paint/diversity": ("diversity", "#2a8")}
+
+
+def learning_curve(root: Path, window: int = 5) -> str:
+    """The run's training curve from its ``metrics.jsonl``: per step, the mean over the last
+    ``window`` steps of reward, gate pass rate, and the passing paintings' subject fidelity and
+    diversity (``paint/*``, docs/metrics.md); "" without a metrics file. These are the training
+    samples (one prompt a group, the prompts drawn by step), so the curve is noisy where the table
+    above is paired: it shows the trend, the table the comparison."""
+    path = root / "metrics.jsonl"
+    if not path.exists():
+        return ""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    series = {}
+    for key, (label, _) in CURVE.items():
+        pts = [(m["step"], float(m[key])) for m in records if isinstance(m.get(key), (int, float))]
+        series[label] = [(s, sum(v for _, v in pts[max(0, i - window + 1): i + 1]) / len(pts[max(0, i - window + 1): i + 1]))
+                         for i, (s, _) in enumerate(pts)]
+    if not any(series.values()):
+        return ""
+    svg = line_chart_svg(series, {label: colour for label, colour in CURVE.values()}, width=720)
+    return (f"<h2>Training curve</h2><p>Training samples by step, mean of the last {window} steps "
+            f"(<code>metrics.jsonl</code>); the table above compares checkpoints on fixed prompts.</p>{svg}")
+
+
 def write_eval_page(root: str | Path, report: dict, rows: list[dict]) -> Path:
     """Write ``<root>/eval.html`` atomically from the report (``eval.json``) and the sample rows
     (PNG paths relative to ``root``); returns its path."""
@@ -141,6 +170,7 @@ def write_eval_page(root: str | Path, report: dict, rows: list[dict]) -> Path:
             f"<title>brushrl eval · {html.escape(root.name)}</title><style>{_CSS}</style></head><body>"
             f"<h1>brushrl eval: {html.escape(root.name)}</h1><p><a href='gallery.html'>training gallery</a> · "
             f"{report['samples_per_prompt']} samples a prompt, fixed render and sampler seeds, 95% bootstrap "
-            f"intervals</p><pre class='t'>{table}</pre>{subject_strip(report, rows)}{''.join(sections)}</body></html>")
+            f"intervals</p><pre class='t'>{table}</pre>{learning_curve(root)}{subject_strip(report, rows)}"
+            f"{''.join(sections)}</body></html>")
     atomic_write(root / EVAL_PAGE, page)
     return root / EVAL_PAGE

@@ -59,6 +59,13 @@ def reward_curve_svg(metrics: list[dict], width: int = 640, height: int = 240) -
             if key.startswith("reward/") and isinstance(value, (int, float)):
                 name = "total" if key == "reward/mean" else key.split("/", 1)[1]
                 series[name].append((m["step"], float(value)))
+    return line_chart_svg(dict(sorted(series.items())), _COLOURS, width, height)
+
+
+def line_chart_svg(series: dict[str, list[tuple[int, float]]], colours: dict[str, str], width: int = 640,
+                   height: int = 240) -> str:
+    """An SVG line chart of ``series`` (name -> (step, value in [0, 1]) points; values clipped to
+    [0, 1]), one labelled polyline each in ``colours[name]`` (default green), in the given order."""
     pad = 36
     steps = [s for pts in series.values() for s, _ in pts] or [0, 1]
     lo, hi = min(steps), max(max(steps), min(steps) + 1)
@@ -77,8 +84,8 @@ def reward_curve_svg(metrics: list[dict], width: int = 640, height: int = 240) -
         f'<text x="4" y="{pad + 4}">1.0</text><text x="4" y="{height - pad}">0.0</text>',
         f'<text x="{width / 2 - 20:.0f}" y="{height - 8}">step {lo}..{hi}</text>',
     ]
-    for i, (name, pts) in enumerate(sorted(series.items())):
-        colour = _COLOURS.get(name, "#6a4")
+    for i, (name, pts) in enumerate(series.items()):
+        colour = colours.get(name, "#6a4")
         points = " ".join(xy(s, v) for s, v in pts)
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}"/>')
         parts.append(f'<text x="{width - pad - 110}" y="{pad + 14 * i}" fill="{colour}">{html.escape(name)}</text>')
