@@ -73,7 +73,9 @@ def test_canary_on_real_logprobs(parts, monkeypatch):
     # score() is the quantity the engine logs while sampling: its own behaviour log-probs, exactly.
     (group,) = engine.generate(["Paint a violet iris in loose watercolour."], 2, seed=3)
     for c in group:
-        assert engine.score(c.prompt_ids, c.completion_ids) == pytest.approx(c.logprobs, abs=1e-6)
+        # float32 noise between the sampler's forward and score()'s: ~1e-6 nats at the most on a
+        # memorising policy's peaked logits (a wrong adapter is off by far more than 1e-3)
+        assert engine.score(c.prompt_ids, c.completion_ids) == pytest.approx(c.logprobs, rel=1e-5, abs=1e-6)
 
     def lp(eng, adapter=True):
         return eng.score(probe.prompt_ids, probe.completion_ids, adapter)
