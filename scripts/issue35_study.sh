@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 35 study: RL from the shipped warm start, 60 steps, checkpoints at 20/40/60, the eval's
+# held-out split = the 10 pool subjects not trained on (docs/reward.md, "RL from a warm start that
+# follows its prompt"). Usage: scripts/issue35_study.sh ARM SEED [OUT_DIR]; then
+#   brushrl eval OUT_DIR/ARM_seedSEED --checkpoint 20 --checkpoint latest
+# ARM A: the demo's reward and the total advantage; B: subject + novelty (distinct 0.6) +
+# the gate_quality advantage (the one run so far: B, seed 0).
+set -euo pipefail
+arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT_DIR"
+common=(--config configs/local.yaml --steps 60 --name "${arm}_seed${seed}" --output-dir "$OUT_DIR"
+  --set run.seed=$seed --set policy.sft.seed=0 --set run.checkpoint_every=20
+  --set 'eval.subjects=["a red poppy", "a purple anemone", "a red rose", "a pink lotus", "a red tulip", "an orange marigold", "a red camellia", "a red zinnia", "a pink cosmos", "a wild rose"]')
+if [ "$arm" = B ]; then
+  common+=(--set learner.advantage=gate_quality
+    --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
+    --set reward.novelty.distinct=0.6)
+fi
+exec .venv/bin/brushrl train "${common[@]}" > "$OUT_DIR/${arm}_seed${seed}.log" 2>&1
