@@ -38,6 +38,8 @@ _MARK = re.compile(
 _COMMENT = re.compile(r"^[ \t]*//([^\n]*)$", re.M)
 _XY = re.compile(r"(brush\.(?:vertex|circle)\()\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)")
 _HEX = re.compile(r"#[0-9a-fA-F]{6}")
+_CONST = re.compile(r'\b(wash|body|deep) = "(#[0-9a-fA-F]{6})"')
+_FILL_ARG = re.compile(r'brush\.fill\(("#[0-9a-fA-F]{6}"|wash|body|deep)\s*,')
 
 
 def _marks(code: str) -> list[tuple[int, int, str]]:
@@ -84,8 +86,12 @@ def push_off_canvas(code: str, rng: random.Random, size: int = 600) -> str | Non
 
 
 def swap_palette(code: str, rng: random.Random) -> str | None:
-    """Map every colour, by rank of first use, to another flower family's palette colours."""
-    used = list(dict.fromkeys(c.lower() for c in _HEX.findall(code.split("function draw", 1)[-1])))
+    """Map every colour, by rank of first use as a fill (the header's petal constants resolved to
+    the fills that use them, ``corpus.build.with_header``), to another flower family's palette colours."""
+    draw = code.split("function draw", 1)[-1]
+    consts = {name: colour.lower() for name, colour in _CONST.findall(draw)}
+    fills = [consts.get(arg, arg.strip('"').lower()) for arg in _FILL_ARG.findall(draw)]
+    used = list(dict.fromkeys([c for c in fills if _HEX.fullmatch(c)] + [c.lower() for c in _HEX.findall(draw)]))
     background = re.search(r'background\("(#[0-9a-fA-F]{6})"\)', code)
     used = [c for c in used if not background or c != background.group(1).lower()]
     if not used:
