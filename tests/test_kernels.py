@@ -56,17 +56,23 @@ def test_this_env_runs_the_pytorch_fallback_and_says_what_to_install():
     assert kernel_report("qwen3") is None and kernel_lines("llama") == []  # no linear attention: no choice
 
 
-def test_an_installed_kernel_is_reported_and_is_what_the_model_calls(tmp_path):
+def _run_with_stand_in_fla(tmp_path, probe: str) -> dict:
+    """Run ``probe`` in a fresh interpreter with the stand-in ``fla`` package first on the path;
+    returns the JSON of its last output line."""
     pkg = tmp_path / "pkgs" / "fla" / "ops"
     pkg.mkdir(parents=True)
     (tmp_path / "pkgs" / "fla" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "gated_delta_rule.py").write_text(STAND_IN)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkgs"), str(ROOT / "src")])}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "twin")], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "twin")], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_an_installed_kernel_is_reported_and_is_what_the_model_calls(tmp_path):
+    got = _run_with_stand_in_fla(tmp_path, PROBE)
     assert got["report"]["torch_chunk_gated_delta_rule"] == "fla.ops.gated_delta_rule.chunk_gated_delta_rule"
     assert got["report"]["torch_recurrent_gated_delta_rule"] == "fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule"
     assert got["report"]["causal_conv1d_fn"] == "torch (install causal-conv1d)"
@@ -101,16 +107,7 @@ print(json.dumps({"refused": refused, "before": before, "lines": lines, "again":
 
 
 def test_fla_on_hopper_with_a_refused_triton_is_bypassed_loudly(tmp_path):
-    pkg = tmp_path / "pkgs" / "fla" / "ops"
-    pkg.mkdir(parents=True)
-    (tmp_path / "pkgs" / "fla" / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "gated_delta_rule.py").write_text(STAND_IN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkgs"), str(ROOT / "src")])}
-    out = subprocess.run([sys.executable, "-c", HOPPER_PROBE, str(tmp_path / "twin")], env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _run_with_stand_in_fla(tmp_path, HOPPER_PROBE)
     refused = {k for k, why in got["refused"].items() if why}
     assert refused == {"(9, 0)/3.6.0", "(9, 0)/3.4.0"}  # Hopper and Triton in [3.4.0, 3.7.1) only
     why = got["refused"]["(9, 0)/3.6.0"]
