@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass
@@ -62,15 +63,22 @@ def make_variant(base: str, variant: int, seed: int = 0, redraw: int = 0) -> Cor
 RECOLOUR_SHARE = 1 / 3
 
 
+@functools.cache
+def _canonical_colour(base: str) -> tuple[str, str | None]:
+    """The canonical sketch's subject and its palette's colour word (None: it draws no palette);
+    built once per base rather than once per variant."""
+    knobs = Knobs(None)
+    subject, _ = BASES[base](knobs)
+    return subject, knobs.original_names[0] if knobs.original_names else None
+
+
 def _recolour_word(base: str, rng: random.Random) -> str | None:
     """The colour word a variant of ``base`` is repainted in, or None (kept in its own colours).
 
     None for a base whose subject names no colour ("a daisy", "a sprig of lilac"), else with
     probability ``RECOLOUR_SHARE`` a colour word other than its own whose subject is not one of
     ``UNSEEN_SUBJECTS`` (the eval's third split: pairs the corpus must never paint)."""
-    knobs = Knobs(None)
-    subject, _ = BASES[base](knobs)
-    own = knobs.original_names[0] if knobs.original_names else None
+    subject, own = _canonical_colour(base)
     if own is None or recoloured_subject(subject, own, own) is None or rng.random() >= RECOLOUR_SHARE:
         return None
     words = [w for w in COLOUR_WORDS if w != own and recoloured_subject(subject, own, w) not in UNSEEN_SUBJECTS]
@@ -95,13 +103,12 @@ def with_header(code: str, subject: str, palettes: list[Palette]) -> str:
     if at is None:
         raise ValueError("not a corpus sketch: no background(...) line")
     header = [f"  // {subject}"]
+    body = "\n".join(lines[at + 1 :])
     if palettes:
         roles = {getattr(palettes[0], role): role for role in reversed(PETAL_ROLES)}  # a shared hex: the lightest role
         header.append("  const " + ", ".join(f'{role} = "{getattr(palettes[0], role)}"' for role in PETAL_ROLES) + ";")
-        body = "\n".join(lines[at + 1 :])
         body = re.sub(r'brush\.fill\("(#[0-9a-f]{6})", ', lambda m: f"brush.fill({roles[m[1]]}, " if m[1] in roles else m[0], body)
-        lines = lines[: at + 1] + body.split("\n")
-    return "\n".join(lines[: at + 1] + header + lines[at + 1 :])
+    return "\n".join(lines[: at + 1] + header + [body])
 
 
 def build_corpus(variations: int, seed: int = 0) -> list[CorpusItem]:
