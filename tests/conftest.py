@@ -4,11 +4,17 @@ imports them with ``from conftest import ...``)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import pytest
 
 from brushrl.ray_setup import free_port  # noqa: F401 - re-exported for the test files
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # The workers share the cores: a tiny warm start trained with 2 torch threads while the other
+    # worker runs took 7 min 51 s in CI (900 tokens/s), ~25 s quiet (brushrl.policy.sft.sft_threads).
+    os.environ.setdefault("BRUSHRL_SFT_THREADS", "1")
 
 
 def slow_e2e(why: str):

@@ -303,3 +303,20 @@ def test_steer_weight_weighs_the_header_and_is_the_plain_loss_at_one():
         forced = {**plain, "weights": torch.ones_like(plain["input_ids"], dtype=torch.float32)}
         torch.testing.assert_close(sft_loss(model, forced), base, rtol=1e-5, atol=1e-5)
         assert not torch.isclose(sft_loss(model, steered), base)
+
+
+def test_sft_threads_follow_the_environment_override(monkeypatch):
+    """``BRUSHRL_SFT_THREADS`` sets the SFT's torch threads (the suite's xdist workers use 1); unset,
+    every core this process may run on; a value that is not a positive integer is refused by name."""
+    from brushrl.policy.sft import sft_threads
+
+    monkeypatch.delenv("BRUSHRL_SFT_THREADS", raising=False)
+    import os
+
+    assert sft_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("BRUSHRL_SFT_THREADS", "3")
+    assert sft_threads() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("BRUSHRL_SFT_THREADS", bad)
+        with pytest.raises(ValueError, match="BRUSHRL_SFT_THREADS"):
+            sft_threads()

@@ -306,7 +306,19 @@ def sft_threads() -> int:
     1.6-1.7 k tokens/s for 1 thread of the 3.7 M-parameter default. While other processes keep the
     cores busy, 2 threads were 3-4x slower than 1 (pass ``threads=1`` then). An earlier version chose
     ``cores - load average``; right after ``make setup`` (pip) that picked 1 thread on a quiet machine.
+
+    ``BRUSHRL_SFT_THREADS`` (a positive integer) overrides it: the test suite sets 1 in each of its
+    xdist workers, which share the cores (2 threads per worker under CI's load: 900 tokens/s, 1
+    thread with two busy loops beside it: 6.5 k vs 2.8 k for 2 threads).
+
+    Raises:
+        ValueError: ``BRUSHRL_SFT_THREADS`` is set and not a positive integer.
     """
+    override = os.environ.get("BRUSHRL_SFT_THREADS")
+    if override:
+        if not override.isdigit() or int(override) < 1:
+            raise ValueError(f"BRUSHRL_SFT_THREADS={override!r}: expected a positive integer (torch threads for SFT)")
+        return int(override)
     return len(os.sched_getaffinity(0))
 
 
