@@ -20,6 +20,10 @@ RAY_DASHBOARD ?= http://127.0.0.1:8265
 RAY_LOG ?= $(CURDIR)/runs/ray-head.log
 # Extra `ray start` options (the tests start a private head: ports, --temp-dir, --block).
 RAY_HEAD_ARGS ?=
+# The head's dashboard agent port (Ray's default): ray-head returns once the agent there reports the
+# raylet and GCS alive (brushrl.ray_setup.node_healthy; the job API alone answers while the raylet
+# can still abort, issue 38).
+RAY_AGENT_PORT ?= 52365
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
 # The job's runtime env (brushrl.ray_setup.job_runtime_env: this checkout as working dir and first on
@@ -82,7 +86,9 @@ ray-head:
 	@echo "[make] starting a local Ray head: dashboard $(RAY_DASHBOARD), token ~/.ray/auth_token, Ray's output in $(RAY_LOG)"
 	@RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address=127.0.0.1 --port=6379 \
 	  --dashboard-host=127.0.0.1 --dashboard-port=8265 --num-cpus=$(RAY_CPUS) --metrics-export-port=8080 \
-	  --disable-usage-stats $(RAY_HEAD_ARGS) >>$(RAY_LOG) 2>&1 || { tail -n 25 $(RAY_LOG); exit 1; }
+	  --dashboard-agent-listen-port=$(RAY_AGENT_PORT) --disable-usage-stats $(RAY_HEAD_ARGS) >>$(RAY_LOG) 2>&1 \
+	  || { tail -n 25 $(RAY_LOG); exit 1; }
+	@$(VENV)/bin/python -m brushrl.ray_setup wait-healthy --agent-port $(RAY_AGENT_PORT) || { tail -n 25 $(RAY_LOG); exit 1; }
 
 ray-stop:
 	@mkdir -p $(dir $(RAY_LOG))

@@ -4,7 +4,8 @@
 # follows its prompt"). Usage: scripts/issue35_study.sh ARM SEED [OUT_DIR]; then
 #   brushrl eval OUT_DIR/ARM_seedSEED --checkpoint 20 --checkpoint latest
 # ARM A: the demo's reward and the total advantage; B: subject + novelty (distinct 0.6) +
-# the gate_quality advantage (the one run so far: B, seed 0).
+# the gate_quality advantage (B, seed 0: novelty rose, pool similarity and subject fell); C: B without
+# novelty (its weight to pool similarity).
 set -euo pipefail
 arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
 cd "$(dirname "$0")/.."
@@ -16,5 +17,8 @@ if [ "$arm" = B ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
     --set reward.novelty.distinct=0.6)
+elif [ "$arm" = C ]; then
+  common+=(--set learner.advantage=gate_quality
+    --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
 fi
 exec .venv/bin/brushrl train "${common[@]}" > "$OUT_DIR/${arm}_seed${seed}.log" 2>&1

@@ -30,7 +30,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from brushrl.ray_setup import PrivateHead, job_runtime_env
+from brushrl.ray_setup import PrivateHead, free_port, job_runtime_env
 from test_train import small_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,6 +145,24 @@ def test_make_ray_head_starts_in_a_home_where_ray_never_ran(local_head):
     refused = subprocess.run([str(BIN / "ray"), "job", "list", "--address", local_head.address], env=bare,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0, refused.stdout[-2000:]
+
+
+def test_a_started_head_has_a_live_raylet_and_wait_healthy_knows_a_dead_port(local_head):
+    """``start`` returned only once the node's agent reported the raylet and GCS alive (issue 38: the
+    job API alone answered while the raylet could still abort); ``python -m brushrl.ray_setup
+    wait-healthy`` (what ``make ray-head`` runs after ``ray start``) agrees, and names a port where
+    no agent listens."""
+    from brushrl.ray_setup import node_healthy
+
+    assert node_healthy(local_head.agent_port)
+    ok = subprocess.run([str(BIN / "python"), "-m", "brushrl.ray_setup", "wait-healthy",
+                         "--agent-port", str(local_head.agent_port), "--timeout", "60"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    dead = free_port()
+    refused = subprocess.run([str(BIN / "python"), "-m", "brushrl.ray_setup", "wait-healthy",
+                              "--agent-port", str(dead), "--timeout", "2"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and f"127.0.0.1:{dead}" in refused.stderr, refused.stderr
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import ray
 
@@ -118,6 +119,51 @@ def free_port(host: str = "127.0.0.1") -> int:
             return port
 
 
+#: The dashboard agent's HTTP port when ``ray start`` is given none (Ray's default; ``make ray-head``).
+DEFAULT_AGENT_PORT = 52365
+
+
+def node_healthy(agent_port: int = DEFAULT_AGENT_PORT, host: str = "127.0.0.1", timeout_s: float = 5.0) -> bool:
+    """True when the node's dashboard agent on ``agent_port`` answers ``GET /api/healthz`` with 200:
+    the agent is up and reports its raylet and the GCS alive (``ray/dashboard/modules/reporter/
+    healthz_agent.py``, the probe Ray's own Kubernetes operator uses).
+
+    Why not the job API alone: a head whose job API answers can still lose its raylet ~15-17 s later
+    when the agent is slow to start (Ray 2.60 ``WaitForDashboardAgentPorts``, see
+    ``_START_ATTEMPTS``); the agent serving HTTP means it has registered. Measured here (quiet): the
+    job API answered 14.4 s after ``ray start``, the agent's port was refused then and healthy 1 s later.
+    """
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{host}:{agent_port}/api/healthz", timeout=timeout_s) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_node_healthy(agent_port: int = DEFAULT_AGENT_PORT, timeout_s: float = 180.0,
+                      alive: Callable[[], bool] | None = None) -> None:
+    """Block until :func:`node_healthy` (polled every second).
+
+    Args:
+        agent_port: the node's ``--dashboard-agent-listen-port``.
+        timeout_s: seconds to wait in all.
+        alive: checked each poll; False ends the wait early (the head's process exited).
+
+    Raises:
+        TimeoutError: not healthy within ``timeout_s``, or ``alive()`` turned False.
+    """
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and (alive is None or alive()):
+        if node_healthy(agent_port):
+            return
+        time.sleep(1)
+    raise TimeoutError(f"the Ray node's dashboard agent on 127.0.0.1:{agent_port} did not report its raylet and GCS "
+                       f"healthy (GET /api/healthz) within {timeout_s:.0f} s")
+
+
 class PrivateHead:
     """A local Ray head of its own: ``ray start --head --block`` on free loopback ports, its own temp
     dir and token auth, so it never touches another Ray on the machine (a ``ray stop`` would stop
@@ -147,10 +193,12 @@ class PrivateHead:
         self.env.pop("RAY_ADDRESS", None)
         self.proc: subprocess.Popen | None = None
         self.temp_dir = self.address = ""
+        self.agent_port = 0
 
     def start(self, timeout_s: float = 240) -> str:
         """Start the head; returns its dashboard address (the job API) once ``ray job list`` answers
-        with the token.
+        with the token and the node's agent reports the raylet alive (:func:`node_healthy`: the job
+        API alone answered while the raylet could still abort, issue 38).
 
         Raises:
             RuntimeError: no start in ``ATTEMPTS`` tries (the log's tail in the message).
@@ -163,8 +211,9 @@ class PrivateHead:
                     f"--temp-dir={self.temp_dir}", *(f"--{name}={port}" for name, port in ports.items())]
             self.proc = self._launch(args)
             end = time.monotonic() + timeout_s
+            self.agent_port = ports["dashboard-agent-listen-port"]
             while self.proc.poll() is None and time.monotonic() < end:
-                if self.jobs("list").returncode == 0:
+                if node_healthy(self.agent_port) and self.jobs("list").returncode == 0:
                     return self.address
                 time.sleep(2)
             self.stop()
@@ -213,3 +262,27 @@ class PrivateHead:
             shutil.copytree(logs, self.keep_logs / f"ray_logs_{Path(self.temp_dir).name}", dirs_exist_ok=True)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         self.temp_dir = ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m brushrl.ray_setup wait-healthy [--agent-port P] [--timeout S]``: block until the
+    local node is healthy (``make ray-head`` runs it after ``ray start``); exit 1 with the reason."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m brushrl.ray_setup", description=main.__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("wait-healthy", help="wait until the local Ray node's agent reports its raylet and GCS alive")
+    w.add_argument("--agent-port", type=int, default=DEFAULT_AGENT_PORT,
+                   help="the node's --dashboard-agent-listen-port (default: %(default)s, Ray's)")
+    w.add_argument("--timeout", type=float, default=180.0, help="seconds (default: %(default)s)")
+    args = p.parse_args(argv)
+    try:
+        wait_node_healthy(args.agent_port, args.timeout)
+    except TimeoutError as exc:
+        print(f"[brushrl] {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
