@@ -11,11 +11,12 @@ import pytest
 from brushrl.cli import main
 from brushrl.config import PLACED_ACTORS, ConfigError, load_config
 from brushrl.plan.resources import build_plan, ray_options
-from brushrl.plan.timing import estimate_run, estimates_from_run, step_seconds
+from brushrl.plan.shapes import SHIPPED_SHAPES, cheapest, compare_shapes, fastest
+from brushrl.plan.timing import estimate_bounds, estimate_run, estimates_from_run, step_seconds
 from brushrl.ray_setup import start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ("local", "h200", "cluster")
+CONFIGS = ("local", "h200", "cluster", "h200_x4", "h200_x2")
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -227,6 +228,8 @@ def test_plan_from_a_run_directory(tmp_path, capsys):
     est = estimates_from_run(run, cfg.resources.estimates)
     assert (est.gen_s, est.learn_s, est.render_s, est.score_s) == (5, 3, 4, pytest.approx(0.3))
     assert est.render_cores == cfg.resources.estimates.render_cores  # not measured: kept
+    h200 = load_config(ROOT / "configs/h200.yaml").resources.estimates
+    assert set(estimates_from_run(run, h200).ranges) == {"static_pass", "startup_s"}  # the measured lose theirs
     assert main(["plan", "--config", str(ROOT / "configs/local.yaml"), "--from-run", str(run), "--steps", "10",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -260,3 +263,78 @@ def test_placement_reaches_ray(tmp_path):
         assert not ready
     finally:
         ray.shutdown()
+
+
+def test_a_config_extends_another_and_says_only_what_differs(tmp_path):
+    """``extends``: mappings merge key by key over the base (relative to the file), values and
+    lists replace; a missing base and a circle are errors naming the files."""
+    x2 = load_config(ROOT / "configs/h200_x2.yaml")
+    h200 = load_config(ROOT / "configs/h200.yaml")
+    assert x2.run.name == "h200_x2" and x2.run.steps == h200.run.steps  # run.name replaced, run.steps kept
+    assert x2.reward.judge.serve.max_num_seqs == 16 and x2.reward.judge.serve.max_model_len == 4096
+    assert x2.resources.nodes["h200"].gpus == 2 and x2.resources.hpsv3 == h200.resources.hpsv3
+    assert x2.resources.estimates.gen_s == h200.resources.estimates.gen_s
+    assert x2.resources.estimates.ranges["score_s"] == (0.5, 3.0)
+    assert x2.resources.estimates.ranges["gen_s"] == h200.resources.estimates.ranges["gen_s"]
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match="extends runs in a circle"):
+        load_config(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: missing.yaml\n")
+    with pytest.raises(ConfigError, match="cannot read config .*missing.yaml"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_estimate_ranges_are_checked_and_a_value_outside_widens_its_range(capsys):
+    with pytest.raises(ConfigError, match=r"ranges.gen_s: \[90, 70\] must satisfy 0 <= low <= high"):
+        load_config(ROOT / "configs/h200.yaml", {"resources.estimates.ranges": {"gen_s": [90, 70]}})
+    with pytest.raises(ConfigError, match="ranges.gpus: not an estimate"):
+        load_config(ROOT / "configs/h200.yaml", {"resources.estimates.ranges": {"gpus": [1, 2]}})
+    cfg = load_config(ROOT / "configs/h200.yaml", {"resources.estimates.gen_s": 200})  # above its [30, 150]
+    est = estimate_run(cfg, build_plan(cfg), 110, "async")
+    low, high = estimate_bounds(cfg, 110, "async")
+    assert low.step_s == pytest.approx(30.0) and high.step_s == est.step_s == 200.0
+    # A value given on the command line is no guess: its range goes, the others stay.
+    assert main(["plan", "--config", str(ROOT / "configs/h200.yaml"), "--gen-s", "200", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["range"]["step_s"][0] > 30 and "gen_s" not in out["estimates"]["ranges"]
+    assert "learn_s" in out["estimates"]["ranges"]
+
+
+def test_ranges_bound_the_run_from_both_sides():
+    """Every estimate raises the cost as it grows: the low ends bound the run from below, the high
+    ends from above, and the plan's own figure lies between."""
+    cfg = load_config(ROOT / "configs/h200.yaml")
+    est = estimate_run(cfg, build_plan(cfg), 110, "async")
+    low, high = estimate_bounds(cfg, 110, "async")
+    assert low.wall_s < est.wall_s < high.wall_s and low.gpu_hours["H200"] < est.gpu_hours["H200"] < high.gpu_hours["H200"]
+    # low: gen 30 s sets the step (learn 40 / 4 = 10; (30 + 2 + 0.25 x 9.6 + 10) / 2 = 22); startup 600 s.
+    assert low.step_s == pytest.approx(30.0) and low.wall_s == pytest.approx(600 + 110 * 30.0)
+    assert estimate_bounds(load_config(ROOT / "configs/local.yaml"), 10, "sync") is None  # no ranges, no bounds
+
+
+def test_compare_names_the_cheapest_and_the_fastest_shape(capsys):
+    costs = compare_shapes(list(SHIPPED_SHAPES), 110)
+    by = {c.config: c for c in costs}
+    assert [by[p].gpus for p in SHIPPED_SHAPES] == [8, 4, 2] and not any(c.errors for c in costs)
+    # 8 and 4 GPUs: the step is one batch's generation (60 s) either way, so 4 bills half;
+    # 2 GPUs: one learner worker, (gen 60 + render 10 + score 14.4 + learn 60) / 2 = 72.2 s a step.
+    assert by["configs/h200.yaml"].estimate.step_s == by["configs/h200_x4.yaml"].estimate.step_s == 60.0
+    assert by["configs/h200_x2.yaml"].estimate.step_s == pytest.approx(72.2)
+    assert by["configs/h200_x2.yaml"].billed_h == pytest.approx(2 * (900 + 110 * 72.2) / 3600)
+    assert cheapest(costs).config == "configs/h200_x2.yaml" and cheapest(costs).billed_h <= 10  # issue 39's target
+    assert fastest(costs).config == "configs/h200_x4.yaml"  # as fast as 8 GPUs, fewer of them
+    assert main(["plan", "--compare", "--steps", "110", "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "cheapest: configs/h200_x2.yaml, 4.9 GPU-hours billed (2.8-11.6 over the estimates' ranges), 2 GPUs" in out
+    assert "fastest: configs/h200_x4.yaml" in out
+
+
+def test_a_shape_that_does_not_fit_is_refused_with_why(capsys):
+    """The 2-GPU shape with the bf16 judge beside the engine: refused by the memory plan, never costed."""
+    args = ["plan", "--compare", str(ROOT / "configs/h200_x2.yaml"), "--steps", "110", "--json",
+            "--set", "reward.judge.model=Qwen/Qwen3-VL-30B-A3B-Instruct"]
+    assert main(args) == 1
+    (shape,) = json.loads(capsys.readouterr().out)["shapes"]
+    assert shape["billed_gpu_hours"] is None and any("judge[0]" in e and "short by" in e for e in shape["errors"])
+    assert main(["plan", "--compare", str(ROOT / "configs/nope.yaml")]) == 2

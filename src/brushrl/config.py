@@ -961,6 +961,25 @@ class StageEstimates(_Section):
     """Share of completions that pass the static gate and so need a render."""
     startup_s: float = Field(120.0, ge=0)
     """One-off wall seconds before the first step (model load, warm start, browsers)."""
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Which fields are guesses, and how far off they may be: ``field -> [low, high]`` (e.g.
+    ``gen_s: [30, 120]``). ``brushrl plan`` prints the run's wall time and GPU-hours with every ranged
+    field at its low end and at its high end, each end widened to take in the field's own value
+    (``brushrl.plan.timing.estimate_bounds``); a field the plan takes from a run (``--from-run``) or
+    a flag (``--gen-s``) loses its range. A field without a range is taken as measured or sourced
+    (docs/plan.md, "Stage estimates", cites each)."""
+
+    @model_validator(mode="after")
+    def _ranges_bracket_their_values(self) -> "StageEstimates":
+        for name, (low, high) in self.ranges.items():
+            if name == "ranges" or name not in type(self).model_fields:
+                raise ValueError(f"ranges.{name}: not an estimate (one of "
+                                 f"{', '.join(f for f in type(self).model_fields if f != 'ranges')})")
+            if not 0 <= low <= high:
+                raise ValueError(f"ranges.{name}: [{low:g}, {high:g}] must satisfy 0 <= low <= high")
+            if name == "static_pass" and (low <= 0 or high > 1):
+                raise ValueError(f"ranges.static_pass: [{low:g}, {high:g}] must lie in (0, 1]")
+        return self
 
 
 #: Actors placed through ``resources`` (a field each).
@@ -1207,14 +1226,25 @@ def parse_config(data: dict, source: str = "<dict>") -> BrushRLConfig:
         raise ConfigError(_format_errors(exc, source)) from None
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> BrushRLConfig:
-    """Read and validate a YAML config file, with optional dotted-path ``overrides``
-    (e.g. ``{"run.steps": 2}``) applied before validation.
+def _merged(base: dict, top: dict) -> dict:
+    """``top`` over ``base``: mappings merge key by key, anything else (lists too) replaces."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _read_config_file(path: Path, chain: tuple[Path, ...]) -> dict:
+    """A config file's mapping, with its ``extends:`` (a path relative to the file) read first and
+    this file merged over it (:func:`_merged`), recursively; ``chain`` is the files being read.
 
     Raises:
-        ConfigError: unreadable file, invalid YAML, or a bad field (named).
+        ConfigError: unreadable file, invalid YAML, a top level that is not a mapping, or an
+            ``extends`` that is not a string or runs in a circle.
     """
-    path = Path(path)
+    if path.resolve() in chain:
+        raise ConfigError(f"invalid config {path}: extends runs in a circle "
+                          f"({' -> '.join(str(p) for p in (*chain, path.resolve()))})")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except OSError as exc:
@@ -1223,6 +1253,25 @@ def load_config(path: str | Path, overrides: dict | None = None) -> BrushRLConfi
         raise ConfigError(f"invalid YAML in {path}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {path}: top level must be a mapping")
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"invalid config {path}: extends must be a file path, got {base!r}")
+    return _merged(_read_config_file(path.parent / base, (*chain, path.resolve())), data)
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> BrushRLConfig:
+    """Read and validate a YAML config file, with optional dotted-path ``overrides``
+    (e.g. ``{"run.steps": 2}``) applied before validation. A file may start from another with
+    ``extends: other.yaml`` (relative to the file): its mappings are merged over the other's key by
+    key, lists and values replace (a shape of ``configs/h200.yaml`` says only what differs).
+
+    Raises:
+        ConfigError: unreadable file, invalid YAML, or a bad field (named).
+    """
+    path = Path(path)
+    data = _read_config_file(path, ())
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")

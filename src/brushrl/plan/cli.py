@@ -13,18 +13,24 @@ from rich.table import Table
 from brushrl.config import BrushRLConfig, ConfigError, load_config
 from brushrl.plan.memory import MemoryPlan, build_memory_plan, format_parts
 from brushrl.plan.resources import ResourcePlan, build_plan
-from brushrl.plan.timing import (SEEDS_RUN, RunEstimate, default_mode, estimate_run, estimates_from_run, learner_share,
-                                 seeds_h200_hours)
+from brushrl.plan.shapes import SHIPPED_SHAPES, ShapeCost, cheapest, compare_shapes, fastest
+from brushrl.plan.timing import (SEEDS_RUN, RunEstimate, default_mode, estimate_bounds, estimate_run, estimates_from_run,
+                                 learner_share, seeds_h200_hours)
 
 
-def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
-    overrides = dict(extra or {})
+def _sets(sets: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as dotted-path overrides (values read as YAML)."""
+    overrides = {}
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
         overrides[key] = yaml.safe_load(value)
-    return load_config(path, overrides)
+    return overrides
+
+
+def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
+    return load_config(path, dict(extra or {}) | _sets(sets))
 
 
 def _gb(x: float) -> str:
@@ -153,16 +159,25 @@ _BOUND = {"pipeline": "the pipeline: (gen + render + score + learn) / (max_stale
           "render": "render throughput: renders x render_s / concurrent", "score": "scoring: renders x score_s"}
 
 
-def estimate_table(est: RunEstimate, samples_per_step: int | None = None) -> Table:
+def _span(low: float, high: float) -> str:
+    return f"{low:.1f}-{high:.1f}"
+
+
+def estimate_table(est: RunEstimate, samples_per_step: int | None = None,
+                   bounds: tuple[RunEstimate, RunEstimate] | None = None) -> Table:
     """A rich table of a run estimate; with ``samples_per_step``, the seeds' reproduction's
-    H200-hours for as many samples beside it (``brushrl.plan.timing.SEEDS_RUN``)."""
+    H200-hours for as many samples beside it (``brushrl.plan.timing.SEEDS_RUN``); with ``bounds``
+    (:func:`brushrl.plan.timing.estimate_bounds`), the range the guesses' ranges imply."""
     t = Table(title=f"{est.steps} steps, {est.mode} pipeline", title_justify="left", show_header=False)
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in est.stage_s.items())
-    t.add_row("step", f"{est.step_s:.0f} s ({est.step_s / 60:.1f} min), set by {_BOUND[est.bound]}")
+    low, high = bounds or (None, None)
+    t.add_row("step", f"{est.step_s:.0f} s ({est.step_s / 60:.1f} min), set by {_BOUND[est.bound]}"
+              + (f"; {low.step_s:.0f}-{high.step_s:.0f} s over the estimates' ranges" if bounds else ""))
     t.add_row("one batch", f"{stages}; rendering {100 * est.render_share:.0f}%")
-    t.add_row("wall time", f"{est.wall_h:.1f} h")
+    t.add_row("wall time", f"{est.wall_h:.1f} h" + (f" ({_span(low.wall_h, high.wall_h)} h)" if bounds else ""))
     for gpu, hours in est.gpu_hours.items():
-        t.add_row(f"{gpu} GPU-hours", f"{hours:.1f} (every GPU of the nodes up)")
+        span = f", {_span(low.gpu_hours[gpu], high.gpu_hours[gpu])} over the ranges" if bounds else ""
+        t.add_row(f"{gpu} GPU-hours", f"{hours:.1f} (every GPU of the nodes up{span})")
     t.add_row("GPU-hours reserved", f"{est.gpu_hours_reserved:.1f} (what the actors ask for)")
     for node, hours in est.node_hours.items():
         t.add_row(f"{node} node-hours", f"{hours:.1f}")
@@ -173,9 +188,68 @@ def estimate_table(est: RunEstimate, samples_per_step: int | None = None) -> Tab
     return t
 
 
+def compare_table(costs: list[ShapeCost]) -> Table:
+    """A rich table of shapes side by side (``brushrl.plan.shapes``): GPUs billed, the step and what
+    sets it, wall hours and billed GPU-hours with the ranges' span, or why a shape is refused."""
+    first = next((c.estimate for c in costs if c.estimate), None)
+    title = f"{first.steps} steps in each shape" if first else "shapes"
+    t = Table(title=title, title_justify="left")
+    for col in ("config", "GPUs billed", "step", "wall h", "billed GPU-h", "over the ranges (wall h; GPU-h)"):
+        t.add_column(col, justify="left" if col in ("config", "over the ranges (wall h; GPU-h)", "step") else "right")
+    for c in costs:
+        if not c.estimate:
+            t.add_row(c.config, str(c.gpus), "refused: " + "; ".join(c.errors), "-", "-", "-")
+            continue
+        e = c.estimate
+        span = "-"
+        if c.bounds:
+            low, high = c.bounds
+            span = f"{_span(low.wall_h, high.wall_h)}; {_span(sum(low.gpu_hours.values()), sum(high.gpu_hours.values()))}"
+        t.add_row(c.config, str(c.gpus), f"{e.step_s:.0f} s ({e.bound})", f"{e.wall_h:.1f}", f"{c.billed_h:.1f}", span)
+    return t
+
+
+def run_compare(args: argparse.Namespace, console: Console) -> int:
+    """``brushrl plan --compare``: 0 at least one shape fits, 1 none does, 2 a bad config."""
+    paths = args.compare or list(SHIPPED_SHAPES)
+    try:
+        overrides = _sets(args.set)
+        costs = compare_shapes(paths, args.steps or load_config(paths[0], overrides).run.steps, args.mode, overrides)
+    except ConfigError as exc:
+        print(exc)
+        return 2
+    best, quick = cheapest(costs), fastest(costs)
+    if args.json:
+        print(json.dumps({"shapes": [{"config": c.config, "gpus": c.gpus, "errors": c.errors,
+                                      "step_s": c.estimate.step_s if c.estimate else None,
+                                      "bound": c.estimate.bound if c.estimate else None,
+                                      "wall_h": c.estimate.wall_h if c.estimate else None,
+                                      "billed_gpu_hours": c.billed_h,
+                                      "range": ({"wall_h": [b.wall_h for b in c.bounds],
+                                                 "billed_gpu_hours": [sum(b.gpu_hours.values()) for b in c.bounds]}
+                                                if c.bounds else None)} for c in costs],
+                          "cheapest": best.config if best else None, "fastest": quick.config if quick else None}))
+        return 0 if best else 1
+    console.print(compare_table(costs))
+    if not best:
+        console.print("[bold red]error[/]: no shape fits")
+        return 1
+    span = ""
+    if best.bounds:
+        span = f" ({_span(*(sum(b.gpu_hours.values()) for b in best.bounds))} over the estimates' ranges)"
+    console.print(f"cheapest: {best.config}, {best.billed_h:.1f} GPU-hours billed{span}, {best.gpus} GPUs",
+                  markup=False, highlight=False)
+    span = f" ({_span(*(b.wall_h for b in quick.bounds))} h over the ranges)" if quick.bounds else ""
+    console.print(f"fastest: {quick.config}, {quick.estimate.wall_h:.1f} h of wall time{span}, {quick.gpus} GPUs",
+                  markup=False, highlight=False)
+    return 0
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """``brushrl plan``: 0 ok, 1 unplaceable, 2 bad config or run directory."""
     console = Console(file=sys.stdout, width=args.width)
+    if args.compare is not None:
+        return run_compare(args, console)
     extra = {}
     for flag, key in (("render_s", "resources.estimates.render_s"), ("gen_s", "resources.estimates.gen_s"),
                       ("learn_s", "resources.estimates.learn_s"), ("score_s", "resources.estimates.score_s"),
@@ -184,6 +258,11 @@ def run_plan(args: argparse.Namespace) -> int:
             extra[key] = getattr(args, flag)
     try:
         cfg = _load(args.config, args.set, extra)
+        given = {key.rpartition(".")[2] for key in extra}  # a value on the command line is no guess
+        est = cfg.resources.estimates
+        if given & set(est.ranges):
+            est = est.model_copy(update={"ranges": {k: v for k, v in est.ranges.items() if k not in given}})
+            cfg = cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"estimates": est})})
         if args.from_run:
             measured = estimates_from_run(args.from_run, cfg.resources.estimates, learner_share(cfg))
             cfg = cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"estimates": measured})})
@@ -195,12 +274,17 @@ def run_plan(args: argparse.Namespace) -> int:
         _problems(console, plan)
         return 1
     steps = args.steps or cfg.run.steps
-    est = estimate_run(cfg, plan, steps, args.mode or default_mode(cfg))
+    mode = args.mode or default_mode(cfg)
+    est = estimate_run(cfg, plan, steps, mode)
+    bounds = estimate_bounds(cfg, steps, mode)
     if args.json:
         print(json.dumps({"steps": steps, "mode": est.mode, "max_staleness": est.staleness, "bound": est.bound,
                           "step_s": est.step_s, "stage_s": est.stage_s,
                           "wall_h": est.wall_h, "gpu_hours": est.gpu_hours,
                           "gpu_hours_reserved": est.gpu_hours_reserved, "node_hours": est.node_hours,
+                          **({"range": {"step_s": [b.step_s for b in bounds], "wall_h": [b.wall_h for b in bounds],
+                                        "gpu_hours": {k: [b.gpu_hours[k] for b in bounds] for k in est.gpu_hours}}}
+                             if bounds else {}),
                           "seeds_h200_hours": seeds_h200_hours(steps, cfg.rollout.groups_per_step * cfg.rollout.group_size),
                           "estimates": cfg.resources.estimates.model_dump()}))
         return 0
@@ -212,7 +296,7 @@ def run_plan(args: argparse.Namespace) -> int:
     workers = cfg.learner.workers if cfg.learner.strategy == "deepspeed" else 1
     console.print(f"pipeline: {est.mode} ({why}), modelled with max_staleness {est.staleness}; learn "
                   f"{est.stage_s['learn']:g} s a step = learn_s x {learner_share(cfg):g} ({workers} learner worker(s))")
-    console.print(estimate_table(est, cfg.rollout.groups_per_step * cfg.rollout.group_size))
+    console.print(estimate_table(est, cfg.rollout.groups_per_step * cfg.rollout.group_size, bounds))
     for w in plan.warnings:
         console.print(f"[bold yellow]warning[/]: {w}")
     return 0
@@ -268,6 +352,12 @@ def register(sub) -> None:
     q.add_argument("--renderers", type=int, help="renderer actors (render.num_actors)")
     q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field by dotted path (repeatable)")
+    q.add_argument("--compare", nargs="*", metavar="CONFIG", default=None,
+                   help="cost the same experiment in several cluster shapes (config files; none given: the "
+                        f"shipped ones, {', '.join(SHIPPED_SHAPES)}): each placed and its GPU memory planned "
+                        "as `config check` does (a shape that does not fit is refused, with why), then wall "
+                        "hours and billed GPU-hours at the estimates and over their ranges; names the "
+                        "cheapest and the fastest. --config and the stage flags are ignored; --set applies to each")
     q.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
     q.add_argument("--width", type=int, default=120, help="output width in characters (default: %(default)s)")
     q.set_defaults(func=run_plan)

@@ -52,7 +52,7 @@ from statistics import mean
 from typing import Literal
 
 from brushrl.config import BrushRLConfig, StageEstimates
-from brushrl.plan.resources import ResourcePlan
+from brushrl.plan.resources import ResourcePlan, build_plan
 
 Mode = Literal["sync", "async"]
 
@@ -181,6 +181,29 @@ def estimate_run(cfg: BrushRLConfig, plan: ResourcePlan, steps: int, mode: Mode 
                        gpu_hours, reserved, node_hours, k, bound)
 
 
+def with_estimates_at(cfg: BrushRLConfig, end: Literal["low", "high"]) -> BrushRLConfig:
+    """``cfg`` with every field of ``resources.estimates.ranges`` at its ``end`` (the others kept),
+    the end widened to the field's own value when the value lies outside its range.
+
+    Every estimate raises a run's cost as it grows (more seconds, more cores a render, more renders
+    a step), so the ``low`` config bounds the cost from below and ``high`` from above."""
+    est = cfg.resources.estimates
+    pick = min if end == "low" else max
+    at = {name: pick(bounds[0 if end == "low" else 1], getattr(est, name)) for name, bounds in est.ranges.items()}
+    return cfg.model_copy(update={"resources": cfg.resources.model_copy(
+        update={"estimates": est.model_copy(update=at)})})
+
+
+def estimate_bounds(cfg: BrushRLConfig, steps: int, mode: Mode) -> tuple[RunEstimate, RunEstimate] | None:
+    """The run's estimate with every ranged estimate at its low end and at its high end
+    (:func:`with_estimates_at`; each end placed again, since ``render_cores`` and ``static_pass`` move
+    the plan's concurrency and renders a step); None when ``resources.estimates.ranges`` is empty."""
+    if not cfg.resources.estimates.ranges:
+        return None
+    low, high = (with_estimates_at(cfg, end) for end in ("low", "high"))
+    return (estimate_run(low, build_plan(low), steps, mode), estimate_run(high, build_plan(high), steps, mode))
+
+
 #: metrics.jsonl key -> StageEstimates field, per step (``render/mean_s`` is per render).
 _RUN_KEYS = {"time/gen_s": "gen_s", "time/learn_s": "learn_s", "render/mean_s": "render_s"}
 #: The step's groups that ended with their stage seconds (a failed group has none): ``time/gen_s``
@@ -200,6 +223,8 @@ def estimates_from_run(run_dir: str | Path, base: StageEstimates, learn_share: f
       seconds for the whole batch. ``time/sync_s`` is left out: it is mostly the sync's wait for
       the generation in flight, the model's ``gen_s`` term;
     * ``render_s``: ``render/mean_s``; ``score_s``: ``time/score_s`` / the step's samples.
+
+    A measured field's entry in ``base.ranges`` is dropped (it is no longer a guess).
 
     Raises:
         FileNotFoundError: the run has no ``metrics.jsonl``.
@@ -225,4 +250,5 @@ def estimates_from_run(run_dir: str | Path, base: StageEstimates, learn_share: f
              if isinstance(r.get("time/score_s"), (int, float)) and r.get("samples")]
     if score:
         update["score_s"] = mean(score)
-    return base.model_copy(update=update)
+    ranges = {k: v for k, v in base.ranges.items() if k not in update}  # measured now: no longer a guess
+    return base.model_copy(update={**update, "ranges": ranges})
