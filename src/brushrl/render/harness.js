@@ -240,6 +240,8 @@
     if (t === 'number' || t === 'string' || t === 'boolean' || v === undefined || v === null) rng2 = makePrng(Str(v) + ':2');
   };
   const rr2 = (lo, hi) => lo + rng2() * (hi - lo);
+  const MIRROR_DRAWS = 2e7;  // ~0.1 s of mulberry32
+  let mirrorLeft = MIRROR_DRAWS;
   const sketchLine = (fn) => {
     try {
       const sites = probe(fn, 64);
@@ -312,7 +314,13 @@
       const value = freeze([standIn('Plot'), num(a[0]) - r * SIN[lutIndex(angle)], num(a[1]) - r * COS[lutIndex(-angle)]]);
       const steps = Math.round(length);
       const draws = (model.fill && !(model.bleed < 0.06) ? steps : 0) + (model.hatch ? steps : 0);
-      return [null, value, () => { for (let i = 0; i < draws; i++) rng2(); }];
+      return [null, value, () => {
+        // at most MIRROR_DRAWS in all (a radius past the log's number bound is refused anyway):
+        // past it, later start points are approximate, and the page never spins on a huge circle
+        if (!(draws <= mirrorLeft)) { mirrorLeft = 0; return; }
+        mirrorLeft -= draws;
+        for (let i = 0; i < draws; i++) rng2();
+      }];
     },
     field: (a) => [FIELD_NAMES.has(a[0]) ? null : `Field "${Str(a[0])}" does not exist. Available fields: ${FIELD_LIST}.`,
                    undefined, () => { model.field = true; model.fieldName = a[0]; }],
