@@ -302,7 +302,7 @@
       // quarter and one more when wiggled; then its fill (with bleed) and hatch draw one rr2 per
       // pixel of the outline's length (Plot.genPol). Other filled or hatched shapes and mass draw
       // a number this page cannot know: a circle after them gets an approximate start point.
-      const num = (v) => (typeof v === 'number' ? v : NaN);
+      const num = (v) => (typeof v === 'number' ? v : typeof v === 'string' ? +v : NaN);  // p5.brush's own coercion
       const r = num(a[2]), wiggle = a[3], arcLength = PI * r;
       const angle = rr2(0, 360);
       let length = 0;
