@@ -10,10 +10,10 @@ import pytest
 
 from brushrl.cli import main
 from brushrl.config import PLACED_ACTORS, ConfigError, load_config
-from brushrl.plan.resources import build_plan, ray_options
+from brushrl.plan.resources import build_plan
 from brushrl.plan.shapes import SHIPPED_SHAPES, cheapest, compare_shapes, fastest
 from brushrl.plan.timing import estimate_bounds, estimate_run, estimates_from_run, step_seconds
-from brushrl.ray_setup import start_local_ray
+from brushrl.ray_setup import ray_options, start_local_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("local", "h200", "cluster", "h200_x4", "h200_x2")

@@ -15,6 +15,26 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+#: p5.brush 2.2 methods the replay can run (``brushrl.render.calllog``): those that take plain data
+#: and return nothing or what the record page's stubs can stand in for (``harness.js``, ``BRUSH_MODEL``): ``circle``'s
+#: ``[plot, x, y]`` (the start point as p5.brush computes it), a frozen stand-in for the Plot of
+#: ``endShape``/``spline``/``arc`` (``null`` for an arc of no sweep) and the Polygon of
+#: ``polygon``, ``clip``'s region; the stubs throw where p5.brush throws, with its message and the
+#: sketch's line. Left out: ``box``/``listFields``/``wRand`` (return values the sketch would
+#: compute with), ``add``/``addField`` (take functions), ``hatchArray``/``massArray`` (take Polygon
+#: objects), ``load``/``instance`` (retarget the library), the classes (``Plot``, ``Polygon``,
+#: ``Position``).
+#: Here, not in render: the config's own check of ``gate.whitelist`` under ``render.mode: replay``
+#: reads it, and config imports no stage (docs/architecture.md).
+REPLAYABLE_BRUSH: frozenset[str] = frozenset(
+    """
+    scaleBrushes noStroke stroke strokeWeight set pick fill noFill fillBleed fillTexture
+    beginShape vertex endShape beginStroke move endStroke circle rect arc line flowLine spline
+    polygon hatch noHatch hatchStyle wash noWash mass noMass field noField refreshField
+    seed noiseSeed clip noClip wiggle
+    """.split()
+)
+
 #: The ten string-free brush methods of the HF reproduction's allowlist (its ``core/prompt.py``);
 #: the original used a GEPA-evolved list of eight. A short strict whitelist beats a long reference.
 DEFAULT_WHITELIST: tuple[str, ...] = (
@@ -917,7 +937,7 @@ class ActorPlacement(_Section):
     """Where an actor runs and what it reserves beyond the CPUs of its stage section
     (``learner.num_cpus``, ``rollout.num_cpus``, ``render.num_cpus``, ``reward.hpsv3.num_cpus``,
     ``reward.judge.serve.num_cpus``; the pool scorer reserves 0.25). The one place for GPUs, memory
-    and custom resources of every actor (``brushrl.plan.resources.ray_options`` turns it into Ray
+    and custom resources of every actor (``brushrl.ray_setup.ray_options`` turns it into Ray
     actor options)."""
 
     node: str = "local"
@@ -984,6 +1004,10 @@ class StageEstimates(_Section):
 
 #: Actors placed through ``resources`` (a field each).
 PLACED_ACTORS = ("learner", "rollout", "scorer", "hpsv3", "judge", "renderer")
+
+#: Logical CPUs a scorer actor reserves (``brushrl.reward.actor.make_scorer_actor``'s default), here
+#: because the resource plan counts them too and plan sits above reward (docs/architecture.md).
+SCORER_NUM_CPUS = 0.25
 
 
 class ResourcesConfig(_Section):
@@ -1121,8 +1145,6 @@ class BrushRLConfig(_Section):
                 f"transformers engine samples one group per call and every copy of it would draw the same "
                 f"unseeded random stream); use rollout.replicas: 1 or the vllm backend")
         if self.render.mode == "replay" and self.gate.enforce_whitelist:
-            from brushrl.render.calllog import REPLAYABLE_BRUSH
-
             off = sorted(set(self.gate.whitelist) - REPLAYABLE_BRUSH)
             if off:
                 raise ValueError(
@@ -1224,6 +1246,23 @@ def parse_config(data: dict, source: str = "<dict>") -> BrushRLConfig:
         return BrushRLConfig.model_validate(data or {})
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, source)) from None
+
+
+def parse_sets(sets: list[str]) -> dict:
+    """The overrides of repeated ``--set KEY=VALUE`` arguments: ``{dotted key: YAML value}``. Here
+    beside :func:`load_config`, so every command that takes ``--set`` reads it the same way without
+    importing another command's module.
+
+    Raises:
+        ConfigError: an item without ``=``.
+    """
+    overrides = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key] = yaml.safe_load(value)
+    return overrides
 
 
 def _merged(base: dict, top: dict) -> dict:

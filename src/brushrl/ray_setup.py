@@ -17,7 +17,7 @@ from typing import Callable
 
 import ray
 
-from brushrl.config import RayConfig
+from brushrl.config import ActorPlacement, RayConfig
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,19 @@ def job_runtime_env(root: str | Path, **env_vars: str) -> dict:
     return {"working_dir": str(root), "py_modules": [str(root / "src" / "brushrl")], "excludes": JOB_EXCLUDES,
             "env_vars": {"BRUSHRL_JS_DIR": str(root / "js"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
                          "RAY_JOB_STOP_WAIT_TIME_S": "60", **env_vars}}
+
+
+def ray_options(placement: ActorPlacement) -> dict:
+    """Ray actor options (``num_gpus``, ``memory`` in bytes, ``resources``) of a placement, leaving
+    out the ones at their default so a local config asks for nothing extra."""
+    opts: dict = {}
+    if placement.num_gpus:
+        opts["num_gpus"] = placement.num_gpus
+    if placement.memory_gb:
+        opts["memory"] = int(placement.memory_gb * 2**30)
+    if placement.resources:
+        opts["resources"] = dict(placement.resources)
+    return opts
 
 
 #: Ports Ray's own components take by default (dashboard agent HTTP 52365, GCS 6379, dashboard

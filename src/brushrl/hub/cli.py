@@ -9,7 +9,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from brushrl.config import BrushRLConfig, ConfigError
+from brushrl.config import BrushRLConfig, ConfigError, load_config, parse_sets
+from brushrl.hub.shipped import DTYPE_BYTES, SHIPPED
 from brushrl.hub.weights import (Listing, LocalStatus, ModelRef, fetch_model, hub_listing, human_size, models_of,
                                  ref_status, shipped_listing)
 
@@ -29,10 +30,8 @@ def _listing(ref: ModelRef, endpoint: str | None, offline: bool) -> tuple[Listin
 
 def estimated_size(repo_id: str) -> str:
     """``~67.0 GiB est. (35.95 B params x 2 B)`` from the parameter count and dtype that
-    ``brushrl.plan.models.SHIPPED`` holds for ``repo_id`` (the weights alone, no tokenizer files);
+    ``brushrl.hub.shipped.SHIPPED`` holds for ``repo_id`` (the weights alone, no tokenizer files);
     '' where none is shipped or the checkpoint is FP8 (bytes per parameter not one number)."""
-    from brushrl.plan.models import DTYPE_BYTES, SHIPPED
-
     spec = SHIPPED.get(repo_id)
     if not spec or spec.get("fp8_linear") or spec.get("torch_dtype") not in DTYPE_BYTES:
         return ""
@@ -67,11 +66,9 @@ def weights_table(rows: list[tuple[ModelRef, LocalStatus, str, str]], sizes: boo
 def run_fetch(args: argparse.Namespace) -> int:
     """``brushrl weights fetch``: 0 every model complete (or listed, ``--dry-run``), 1 a download
     failed, 2 bad config or arguments."""
-    from brushrl.plan.cli import _load
-
     console = Console(file=sys.stdout, width=args.width)
     try:
-        cfg: BrushRLConfig = _load(args.config, args.set)
+        cfg: BrushRLConfig = load_config(args.config, parse_sets(args.set))
     except ConfigError as exc:
         print(exc)
         return 2

@@ -130,7 +130,7 @@ def make_learner_actor(
 
         return make_learner_group(cfg, total_steps, policy_loader=policy_loader, **learner_kwargs)
     from brushrl.hub.weights import offline_env  # the driver's offline switches (every model local)
-    from brushrl.plan.resources import ray_options
+    from brushrl.ray_setup import ray_options
 
     threads = str(cfg.policy.torch_threads)
     options = ray_options(cfg.resources.learner)

@@ -85,7 +85,7 @@ class LearnerWorker(LearnerActor):
 
 def _worker_options(cfg: BrushRLConfig) -> dict:
     """Ray options of one worker: ``learner.num_cpus`` CPUs plus ``resources.learner`` (GPUs, memory, custom)."""
-    from brushrl.plan.resources import ray_options
+    from brushrl.ray_setup import ray_options
 
     return {"num_cpus": cfg.learner.num_cpus, **ray_options(cfg.resources.learner)}
 

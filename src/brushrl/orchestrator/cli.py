@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from brushrl.config import ConfigError, load_config
+from brushrl.config import ConfigError, load_config, parse_sets
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,14 +23,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The validated config with command-line overrides applied (raises ``ConfigError``)."""
-    import yaml
-
-    overrides = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        overrides[key] = yaml.safe_load(value)
+    overrides = parse_sets(args.set)
     if args.steps is not None:
         overrides["run.steps"] = args.steps
     if args.name:

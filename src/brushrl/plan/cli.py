@@ -10,7 +10,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from brushrl.config import BrushRLConfig, ConfigError, load_config
+from brushrl.config import BrushRLConfig, ConfigError, load_config, parse_sets
 from brushrl.plan.memory import MemoryPlan, build_memory_plan, format_parts
 from brushrl.plan.resources import ResourcePlan, build_plan
 from brushrl.plan.shapes import SHIPPED_SHAPES, ShapeCost, cheapest, compare_shapes, fastest
@@ -18,19 +18,8 @@ from brushrl.plan.timing import (SEEDS_RUN, RunEstimate, default_mode, estimate_
                                  learner_share, seeds_h200_hours)
 
 
-def _sets(sets: list[str]) -> dict:
-    """``--set KEY=VALUE`` items as dotted-path overrides (values read as YAML)."""
-    overrides = {}
-    for item in sets:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        overrides[key] = yaml.safe_load(value)
-    return overrides
-
-
 def _load(path: str, sets: list[str], extra: dict | None = None) -> BrushRLConfig:
-    return load_config(path, dict(extra or {}) | _sets(sets))
+    return load_config(path, {**(extra or {}), **parse_sets(sets)})
 
 
 def _gb(x: float) -> str:
@@ -213,7 +202,7 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
     """``brushrl plan --compare``: 0 at least one shape fits, 1 none does, 2 a bad config."""
     paths = args.compare or list(SHIPPED_SHAPES)
     try:
-        overrides = _sets(args.set)
+        overrides = parse_sets(args.set)
         costs = compare_shapes(paths, args.steps or load_config(paths[0], overrides).run.steps, args.mode, overrides)
     except ConfigError as exc:
         print(exc)

@@ -33,36 +33,11 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Bytes per element of a dtype name (``config.json`` ``torch_dtype``/``dtype``; brushrl's dtypes).
-DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "float8_e4m3fn": 1}
+from brushrl.hub.shipped import DTYPE_BYTES, HUB_PARAMETERS, SHIPPED  # in hub: the weights CLI reads them too
 
 #: Safetensors header dtype -> bytes (https://github.com/huggingface/safetensors, format spec).
 _ST_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "I16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
              "I8": 1, "U8": 1, "BOOL": 1}
-
-#: Parameter counts the hub reports for the shipped ids (not part of a ``config.json``; see the module
-#: docstring).
-HUB_PARAMETERS = {
-    "Qwen/Qwen3.5-35B-A3B": 35_950_000_000,
-    "Qwen/Qwen3-VL-30B-A3B-Instruct": 31_070_000_000,
-    "Qwen/Qwen2-VL-7B-Instruct": 8_290_000_000,
-}
-
-
-def _shipped() -> dict[str, dict]:
-    """:data:`SHIPPED`: each shipped ``config.json`` (``brushrl.hub.shipped``) with its hub parameter
-    count; the judge's ``-FP8`` release is the same architecture with FP8 linear weights."""
-    from brushrl.hub.shipped import shipped_config
-
-    out = {model: {**shipped_config(model), "num_parameters": n} for model, n in HUB_PARAMETERS.items()}
-    out["Qwen/Qwen3-VL-30B-A3B-Instruct-FP8"] = {**out["Qwen/Qwen3-VL-30B-A3B-Instruct"], "fp8_linear": True}
-    return out
-
-
-#: ``config.json`` of the hub ids the shipped configs name (``brushrl/hub/configs/``), with
-#: ``num_parameters`` as the hub reports it.
-SHIPPED: dict[str, dict] = _shipped()
-
 
 @dataclass(frozen=True)
 class Linear:

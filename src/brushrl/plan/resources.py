@@ -20,10 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from brushrl.config import ActorPlacement, BrushRLConfig
+from brushrl.config import SCORER_NUM_CPUS, ActorPlacement, BrushRLConfig
 
-#: Logical CPUs the scorer actor reserves (the default of ``brushrl.reward.actor.make_scorer_actor``).
-SCORER_NUM_CPUS = 0.25
 #: Tolerance of float comparisons of resource amounts.
 _EPS = 1e-9
 
@@ -206,16 +204,3 @@ def reward_actor_asks(cfg: BrushRLConfig) -> list[tuple[str, float, int]]:
     for actor, cpus, count in out:
         merged[(actor, cpus)] = merged.get((actor, cpus), 0) + count
     return [(actor, cpus, count) for (actor, cpus), count in merged.items()]
-
-
-def ray_options(placement: ActorPlacement) -> dict:
-    """Ray actor options (``num_gpus``, ``memory`` in bytes, ``resources``) of a placement, leaving
-    out the ones at their default so a local config asks for nothing extra."""
-    opts: dict = {}
-    if placement.num_gpus:
-        opts["num_gpus"] = placement.num_gpus
-    if placement.memory_gb:
-        opts["memory"] = int(placement.memory_gb * 2**30)
-    if placement.resources:
-        opts["resources"] = dict(placement.resources)
-    return opts

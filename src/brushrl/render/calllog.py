@@ -31,6 +31,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from brushrl.config import REPLAYABLE_BRUSH  # in config: its whitelist check reads it too
 from brushrl.gate import reasons as R
 
 #: p5 calls the record page logs and the replay runs again: the canvas, the background, the
@@ -50,24 +51,6 @@ RECORDED_P5: frozenset[str] = frozenset(
 #: take radians whatever ``angleMode`` says.
 RECORDED_RENDERER: frozenset[str] = frozenset(
     "push pop translate rotate rotateX rotateY rotateZ scale applyMatrix resetMatrix".split()
-)
-
-#: p5.brush 2.2 methods the replay can run: those that take plain data and return nothing or
-#: what the record page's stubs can stand in for (``harness.js``, ``BRUSH_MODEL``): ``circle``'s
-#: ``[plot, x, y]`` (the start point as p5.brush computes it), a frozen stand-in for the Plot of
-#: ``endShape``/``spline``/``arc`` (``null`` for an arc of no sweep) and the Polygon of
-#: ``polygon``, ``clip``'s region; the stubs throw where p5.brush throws, with its message and the
-#: sketch's line. Left out: ``box``/``listFields``/``wRand`` (return values the sketch would
-#: compute with), ``add``/``addField`` (take functions), ``hatchArray``/``massArray`` (take Polygon
-#: objects), ``load``/``instance`` (retarget the library), the classes (``Plot``, ``Polygon``,
-#: ``Position``).
-REPLAYABLE_BRUSH: frozenset[str] = frozenset(
-    """
-    scaleBrushes noStroke stroke strokeWeight set pick fill noFill fillBleed fillTexture
-    beginShape vertex endShape beginStroke move endStroke circle rect arc line flowLine spline
-    polygon hatch noHatch hatchStyle wash noWash mass noMass field noField refreshField
-    seed noiseSeed clip noClip wiggle
-    """.split()
 )
 
 #: p5.brush 2.2.2's standard brushes and vector fields, in its order (``src/stroke/stroke.js``

@@ -102,7 +102,7 @@ def create_renderer_actor(cfg: RenderConfig, placement=None):
     (GPUs, memory, custom resources such as ``{"renderer": 1}``: it then waits for a node that offers
     them), ``max_concurrency=cfg.pages_per_actor`` and ``max_restarts=cfg.max_restarts``.
     Returns its ``ActorHandle``."""
-    from brushrl.plan.resources import ray_options
+    from brushrl.ray_setup import ray_options
 
     options = ray_options(placement) if placement is not None else {}
     return RendererActor.options(

@@ -11,10 +11,10 @@ from typing import Callable, Sequence
 
 import ray
 
-from brushrl.config import (POOL_ACTOR, POOL_COMPONENTS, ActorPlacement, JudgeConfig, NoveltyConfig,
-                            PoolScorerConfig, ResourcesConfig, RewardConfig, SubjectConfig)
-from brushrl.plan.resources import SCORER_NUM_CPUS, ray_options
+from brushrl.config import (POOL_ACTOR, POOL_COMPONENTS, SCORER_NUM_CPUS, ActorPlacement, JudgeConfig,
+                            NoveltyConfig, PoolScorerConfig, ResourcesConfig, RewardConfig, SubjectConfig)
 from brushrl.pool import ReferencePool
+from brushrl.ray_setup import ray_options
 from brushrl.reward.base import ScoreOut
 from brushrl.reward.pool_scorer import PoolSimilarityScorer
 

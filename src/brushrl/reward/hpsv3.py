@@ -156,7 +156,7 @@ def make_hpsv3_actor(cfg, placement=None, max_restarts: int = -1):
     (:func:`hpsv3_runtime_env`), restarted by Ray if it dies."""
     import ray
 
-    from brushrl.plan.resources import ray_options
+    from brushrl.ray_setup import ray_options
 
     options = ray_options(placement) if placement is not None else {}
     remote = ray.remote(num_cpus=cfg.num_cpus, max_restarts=max_restarts,

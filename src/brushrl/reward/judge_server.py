@@ -201,7 +201,7 @@ def start_judge_servers(judge_cfg, placement, log_dir: str | None = None) -> lis
     ``placement`` (``resources.judge``) asks for, restarted by Ray when it dies."""
     import ray
 
-    from brushrl.plan.resources import ray_options
+    from brushrl.ray_setup import ray_options
     from brushrl.reward.base import runtime_env_for
 
     serve = judge_cfg.serve

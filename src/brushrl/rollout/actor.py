@@ -42,7 +42,7 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         (the router: one entry per replica).
     """
     from brushrl.hub.weights import offline_env
-    from brushrl.plan.resources import ray_options
+    from brushrl.ray_setup import ray_options
 
     # offline_env: the hub's offline switches of the driver (every model local, brushrl.hub.weights)
     env_vars = {"OMP_NUM_THREADS": str(cfg.policy.torch_threads), **offline_env()}
