@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from brushrl.render.benchmark import add_arguments, run
+from brushrl.perf.render_benchmark import add_arguments, run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -483,7 +483,7 @@ def test_pool_retries_an_infra_answer_on_the_other_actor(pool):
 
 def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
     # Not a timed test: it checks that the benchmark measures what it claims, on real renders.
-    from brushrl.render.benchmark import print_report, run_benchmark
+    from brushrl.perf.render_benchmark import print_report, run_benchmark
 
     seen: list[tuple[int, int]] = []
     report = run_benchmark(RenderConfig(num_cpus=0.5, deadline_s=240, attempts=1), [1, 2], sketches=2, repeats=2,
@@ -513,7 +513,7 @@ def test_benchmark_reports_every_figure_for_each_pool_size(pool, tmp_path):
 def test_benchmark_refuses_a_sketch_filter_that_matches_nothing(capsys):
     import argparse
 
-    from brushrl.render.benchmark import add_arguments, run
+    from brushrl.perf.render_benchmark import add_arguments, run
 
     p = argparse.ArgumentParser()
     add_arguments(p)

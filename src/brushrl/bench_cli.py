@@ -11,7 +11,7 @@ import importlib
 
 #: name -> module of a benchmark.
 _BENCH_MODULES = {
-    "render": "brushrl.render.benchmark",  # render farm: latency, CPU, throughput, determinism
+    "render": "brushrl.perf.render_benchmark",  # render farm: latency, CPU, throughput, determinism
     "pipeline": "brushrl.orchestrator.bench",  # training steps/hour, sync vs async
     "replay": "brushrl.render.replay_bench",  # record + validate + replay vs the direct and bare paths
 }

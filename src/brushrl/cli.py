@@ -1,7 +1,8 @@
 """``brushrl`` command line.
 
-Each stage package that has commands exposes ``register(subparsers)`` in its ``cli`` module; it adds
-its sub-command(s) with ``set_defaults(func=...)``, where ``func(args) -> int`` is the exit code.
+Each stage package that has commands exposes ``register(subparsers)`` in its ``cli`` module, or, where
+a command reaches above its stage's floor (``gate --render`` renders, ``pool build`` samples the
+policy), in a top-level ``<stage>_cli`` module (docs/architecture.md); it adds its sub-command(s) with ``set_defaults(func=...)``, where ``func(args) -> int`` is the exit code.
 A module of ``_COMMAND_MODULES`` that cannot be imported is an error (``ImportError`` naming it),
 never a silently missing command.
 """
@@ -16,8 +17,8 @@ import sys
 _COMMAND_MODULES = (
     "brushrl.orchestrator.cli",  # train
     "brushrl.render.cli",  # render
-    "brushrl.gate.cli",  # gate
-    "brushrl.pool.cli",  # pool
+    "brushrl.gate_cli",  # gate
+    "brushrl.pool_cli",  # pool
     "brushrl.bench_cli",  # bench render
     "brushrl.plan.cli",  # config check, plan
     "brushrl.hub.cli",  # weights fetch

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 
 from brushrl.gate import reasons as R
+from brushrl.gate.kinds import Kind
 from brushrl.gate.names import JsNames
 
 #: p5 globals a sketch may use: set-up, transforms, randomness, maths, colour and conversions.
@@ -262,8 +263,6 @@ def classify_member(name: str, kind, names: JsNames) -> str | None:
       global, ``brush``) is judged like that global; any other name is a fresh window property;
     * others: allowed (their values are the sketch's own or the language's, see ``values``).
     """
-    from brushrl.gate.values import Kind  # values imports this module
-
     if name in EXTERNAL_PROPS and not (kind is Kind.FUNCTION and name == "prototype"):
         return R.EXTERNAL_ACCESS
     if kind is Kind.P5 or kind is Kind.WINDOW:

@@ -30,23 +30,12 @@ Also: :meth:`ValueKinds.is_numeric` (a key that is a number cannot name a danger
 
 from __future__ import annotations
 
-from enum import Enum
-
 from tree_sitter import Node
 
 from brushrl.gate import policy as P
+from brushrl.gate.kinds import Kind
 from brushrl.gate.names import JsNames
 from brushrl.gate.scope import Binding, ScopeTree, ident_name
-
-
-class Kind(Enum):
-    P5 = "a p5 object"
-    WINDOW = "`this` (can be the global object)"
-    BRUSH = "brush"
-    OWN = "an object the sketch built"
-    NAMESPACE = "an ECMAScript built-in"
-    FUNCTION = "a function the sketch declares"
-    OTHER = "a value"
 
 
 #: Nodes whose value is one of their children's (the child is found by :func:`_passes_through`).

@@ -226,7 +226,7 @@ def _remove(pg) -> None:
 def make_learner_group(cfg: BrushRLConfig, total_steps: int, *, policy_loader: PolicyLoader | None = None,
                        **learner_kwargs) -> "ray.actor.ActorHandle":
     """Start a :class:`LearnerGroup` actor (``learner.strategy: deepspeed``); arguments as
-    :func:`brushrl.learner.actor.make_learner_actor`. Returns at once; the group waits for its
+    :func:`brushrl.learner.launch.make_learner_actor`. Returns at once; the group waits for its
     placement group and builds the ranks in the background.
 
     Lifetimes: killing the returned actor ends its workers (Ray fate-shares actors with their owner),

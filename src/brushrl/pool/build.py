@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import io
 import json
 import os
@@ -348,8 +349,16 @@ class PoolBuilder:
 
 
 # ---------------------------------------------------------------------- CLI
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``pool build``."""
+class PolicySourceFactory(Protocol):
+    """Builds ``--policy``'s candidate source from the config, the system prompt and an optional
+    LoRA adapter folder. Passed in by ``brushrl.pool_cli``: the policy and rollout stages sit above
+    the pool (docs/architecture.md), so this module never imports them."""
+
+    def __call__(self, cfg: BrushRLConfig, system: str, adapter: str | None) -> CandidateSource: ...
+
+
+def register(sub: argparse._SubParsersAction, policy_source: PolicySourceFactory) -> None:
+    """Add ``pool build``; ``policy_source`` makes the source of ``--policy``."""
     a = sub.add_parser("build", help="add unrated candidates from model endpoints or the local policy",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("out", metavar="OUT", help="draft pool folder (created when missing)")
@@ -359,23 +368,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--samples", type=int, help="candidates per source and subject (default: pool_build.samples_per_prompt)")
     a.add_argument("--no-ray", action="store_true", help="render in one local Chromium instead of the Ray render farm")
     a.add_argument("--thumb", type=int, default=256, help="stored PNG side in pixels (default 256)")
-    a.set_defaults(func=_run)
+    a.set_defaults(func=functools.partial(_run, policy_source=policy_source))
 
 
-def _policy_source(cfg: BrushRLConfig, system: str, adapter: str | None) -> PolicySource:
-    from brushrl.policy import warm_start_policy
-    from brushrl.rollout.transformers_engine import TransformersEngine
-
-    cfg = warm_start_policy(cfg, system)
-    engine = TransformersEngine(cfg.policy, cfg.rollout, system, cfg.learner.lora)
-    name = "policy"
-    if adapter:
-        engine.load_adapter(adapter, 1)
-        name = f"policy-{slug(Path(adapter).name)}"
-    return PolicySource(engine, name)
-
-
-def _run(args) -> int:
+def _run(args, policy_source: PolicySourceFactory) -> int:
     from rich.console import Console
 
     from brushrl.config import ConfigError, load_config
@@ -394,7 +390,7 @@ def _run(args) -> int:
         system = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
         sources: list = [OpenAISource(e, system) for e in cfg.pool_build.endpoints]
         if args.policy:
-            sources.append(_policy_source(cfg, system, args.adapter))
+            sources.append(policy_source(cfg, system, args.adapter))
     except (ConfigError, ValueError, OSError) as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -11,6 +11,9 @@
 
 Exit codes: 0 ok, 1 the pool has problems (each printed as ``FILE: [kind] message``), 2 bad usage.
 """
+# Beside the package, not in brushrl/pool/: `pool build --policy` samples the local policy (the
+# policy and rollout stages, above the pool; docs/architecture.md). :func:`policy_source` builds it
+# and goes to brushrl.pool.build as a PolicySourceFactory. The docstring above is the --help.
 
 from __future__ import annotations
 
@@ -18,7 +21,11 @@ import argparse
 import getpass
 import json
 import sys
+from pathlib import Path
 
+from brushrl.config import BrushRLConfig
+from brushrl.pool import build, stats
+from brushrl.pool.build import PolicySource, slug
 from brushrl.pool.store import PoolError, PoolWriter, ReferencePool, new_version
 
 
@@ -69,12 +76,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--name", help="pool name (default: the exported pool's)")
     a.set_defaults(func=_import)
 
-    for module in ("brushrl.pool.stats", "brushrl.pool.build"):
-        try:
-            __import__(module, fromlist=["register"]).register(sub)
-        except ModuleNotFoundError as exc:  # an action still being built
-            if not (exc.name or "").startswith("brushrl"):
-                raise
+    stats.register(sub)
+    build.register(sub, policy_source)
+
+
+def policy_source(cfg: BrushRLConfig, system: str, adapter: str | None) -> PolicySource:
+    """``pool build --policy``'s source: the config's warm-started policy in the transformers
+    engine, with ``adapter`` (a run checkpoint's LoRA) loaded when given."""
+    from brushrl.policy import warm_start_policy
+    from brushrl.rollout.transformers_engine import TransformersEngine
+
+    cfg = warm_start_policy(cfg, system)
+    engine = TransformersEngine(cfg.policy, cfg.rollout, system, cfg.learner.lora)
+    name = "policy"
+    if adapter:
+        engine.load_adapter(adapter, 1)
+        name = f"policy-{slug(Path(adapter).name)}"
+    return PolicySource(engine, name)
 
 
 def _fail(exc: Exception) -> int:

@@ -26,6 +26,8 @@ reference: the first render of the first sketch; range [0, 1]).
 Prints tables (rich) and writes everything, per-render rows included, to ``--out`` (JSON).
 Numbers are only comparable on a quiet machine; ``--sketches`` / ``--repeats`` make a quick run.
 """
+# In brushrl.perf, not brushrl.render: the determinism columns score renders with the reward proxy,
+# and reward sits above render (docs/architecture.md). The docstring above is the command's --help.
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ the sketch is extracted. ``--render`` also renders each statically passing sketc
 Chromium (``brushrl.render.browser.Renderer``) and applies the runtime gate. The exit code is 0
 when every file passes, 1 otherwise, 2 for a bad config.
 """
+# Beside the package, not in brushrl/gate/: --render needs the render stage, which sits above the
+# gate (docs/architecture.md). The docstring above is the command's --help.
 
 from __future__ import annotations
 
