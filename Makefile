@@ -31,7 +31,7 @@ RAY_CPUS ?= 4
 # `ray job stop`); read when a job is submitted, with the venv's Python.
 RUNTIME_ENV = $(shell $(VENV)/bin/python -c 'import json; from brushrl.ray_setup import job_runtime_env; print(json.dumps(job_runtime_env("$(CURDIR)")))')
 
-.PHONY: help setup chromium demo submit submit-eval test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean warm-start
+.PHONY: help setup chromium demo submit submit-eval test vllm-env hpsv3-env rehearse ray-start ray-head ray-stop clean warm-start gpu-smoke
 
 help:
 	@echo "make demo   install everything, start a local Ray head, submit the training job ($(CONFIG))"
@@ -45,6 +45,7 @@ help:
 	@echo "make hpsv3-env build .venv-hpsv3, the HPSv3 scorer's env (reward.hpsv3.python)"
 	@echo "make rehearse  run CONFIG (default configs/h200.yaml) here with tiny stand-ins (brushrl rehearse)"
 	@echo "make warm-start  rebuild the demo's shipped warm start (src/brushrl/policy/warm_starts; commit it)"
+	@echo "make gpu-smoke  the GPU smoke on one GPU (DRY=1: on the CPU, tiny twins; docs/perf/gpu_smoke.md)"
 
 setup: chromium js/node_modules/.installed $(VENV)/.installed
 
@@ -138,6 +139,18 @@ SLOW_E2E ?= 0
 TEST_WORKERS ?= 2
 test: setup $(if $(filter 1,$(VLLM_TESTS)),vllm-env) $(if $(filter 1,$(HPSV3_TESTS)),hpsv3-env)
 	BRUSHRL_SLOW_E2E=$(SLOW_E2E) $(VENV)/bin/python -m pytest -q --durations=40 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# The one GPU smoke (brushrl.rehearse.gpu_smoke, docs/perf/gpu_smoke.md): the config's real learner
+# step and HPSv3's base at full size on one GPU, one process, no Ray. DRY=1 runs the same code on the
+# CPU with the tiny twins (what CI runs, tests/test_gpu_smoke.py); GPU_SMOKE_ARGS="--pipeline ..."
+# the whole pipeline with stand-ins on one GPU. No setup prerequisite: a bare GPU machine runs it.
+GPU_SMOKE_CONFIG ?= configs/h200.yaml
+GPU_SMOKE_PYTHON ?= $(VENV)/bin/python
+GPU_SMOKE_ARGS ?=
+DRY ?= 0
+gpu-smoke:
+	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_SMOKE_PYTHON) -m brushrl.rehearse.gpu_smoke --config $(GPU_SMOKE_CONFIG) \
+	  $(if $(filter 1,$(DRY)),--dry --out runs/gpu_smoke_dry.json) $(GPU_SMOKE_ARGS)
 
 # The warm start shipped for the demo's config (brushrl.policy.ship): rebuild it when its key changes
 # (tests/test_warm_start_shipped.py says so), then commit src/brushrl/policy/warm_starts.

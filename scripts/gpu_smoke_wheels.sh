@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Download the wheels the single-process GPU smoke (brushrl.perf.gpu_smoke_single) needs on the lent
+# Download the wheels the single-process GPU smoke (brushrl.rehearse.gpu_smoke) needs on the lent
 # GPU machine (Python 3.12, torch 2.11, transformers 5.17, peft, accelerate, pyarrow, pandas, pyyaml;
 # no TRL, datasets or pydantic):
 #   * trl, datasets (+ dill, multiprocess): GRPOLearner's loss and GRPOTrainer's constructor;

@@ -32,8 +32,8 @@ FLOORS: list[set[str]] = [
     {"learner"},
     {"rollout"},
     {"plan"},
-    {"orchestrator", "rehearse", "perf"},
-    {"bench_cli", "gate_cli", "pool_cli"},
+    {"orchestrator", "perf"},
+    {"rehearse", "bench_cli", "gate_cli", "pool_cli"},
     {"cli"},
 ]
 

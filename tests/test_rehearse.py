@@ -140,13 +140,13 @@ def test_rehearsal_of_h200_finishes_through_a_killed_judge_server(tmp_path):
 
 
 def test_gpu_smoke_folds_the_h200_placement_onto_one_gpu(tmp_path):
-    """rayjobs/gpu_smoke.py's config: the rehearsal's stand-ins back on one H200, each GPU actor of
-    configs/h200.yaml a quarter of it, and its GPU-memory plan holds (checked here, on CPU)."""
+    """The GPU smoke's ``--pipeline`` config (``brushrl.rehearse.gpu_pipeline``): the rehearsal's
+    stand-ins back on one H200, each GPU actor of configs/h200.yaml a quarter of it, and its
+    GPU-memory plan holds (checked here, on CPU)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "rayjobs/gpu_smoke.py")
-    smoke = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(smoke)
+    from brushrl.rehearse import gpu_pipeline as smoke
+
     judge_spec = importlib.util.spec_from_file_location("make_tiny_judge_vlm", ROOT / "scripts/make_tiny_judge_vlm.py")
     make_judge = importlib.util.module_from_spec(judge_spec)
     judge_spec.loader.exec_module(make_judge)

@@ -164,7 +164,7 @@ def test_the_policy_adapter_is_keyed_as_vllms_mapper_expects(twins, policy_adapt
     # 4 layers: 3 DeltaNet x 5 linears + 1 attention x 4, A and B each
     assert len(keys) == 2 * (3 * 5 + 4)
     assert all(k.startswith("base_model.model.model.language_model.layers.") for k in keys), keys[:2]
-    # the check the GPU smoke makes (brushrl.perf.gpu_smoke_single): every key a module the serving class adapts
+    # the check the GPU smoke makes (brushrl.rehearse.gpu_smoke): every key a module the serving class adapts
     serving = meta_model(AutoConfig.from_pretrained(twins[POLICY]))
     assert adapter_key_problems(keys, trained_module_names(serving, "all-linear", False)) == []
 

@@ -165,7 +165,7 @@ def test_dry_run_of_the_h200_config_lists_every_model_without_a_hub(capsys):
                       ("MizzenAI/HPSv3", "reward.hpsv3.checkpoint_repo"),
                       ("Qwen/Qwen2-VL-7B-Instruct", "reward.hpsv3.base_model")):
         assert f"{repo} ({fld})" in out
-    assert "~67.0 GiB est. (35.95 B params x 2 B)" in out  # from brushrl.plan.models' shipped count
+    assert "~67.0 GiB est. (35.95 B params x 2 B)" in out  # from brushrl.hub.shipped's count
 
 
 def test_config_check_marks_each_model_complete_incomplete_or_missing(tmp_path, hub, capsys):

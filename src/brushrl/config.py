@@ -951,7 +951,8 @@ class ActorPlacement(_Section):
     """Custom resources asked for, e.g. ``{renderer: 1}``: the actor then runs only on nodes that
     advertise them, and pending actors make the autoscaler add such nodes."""
     gpu_memory_gb: float | None = Field(None, gt=0)
-    """GPU memory the actor uses per GPU, GiB, if known (measured, e.g. by ``rayjobs/gpu_smoke.py``).
+    """GPU memory the actor uses per GPU, GiB, if known (measured, e.g. by the GPU smoke's
+    ``--pipeline``, ``brushrl.rehearse.gpu_pipeline``).
     ``brushrl config check`` derives the figure from the model's architecture; a typed one may raise
     that estimate, never lower it. Ray does not reserve it: it is for the plan only."""
 

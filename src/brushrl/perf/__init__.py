@@ -1,1 +1,2 @@
-"""Measurements of brushrl's GPU stages that need no cluster: ``gpu_smoke_single`` (one process, one GPU)."""
+"""Benchmarks that cross stages: ``render_benchmark`` (``brushrl bench render``: the render farm, with
+the reward proxy's determinism). The GPU smoke is ``brushrl.rehearse.gpu_smoke``."""

@@ -63,7 +63,7 @@ GIB = 2**30
 GPU_MEMORY_GIB: dict[str, float] = {"H200": 143771 / 1024, "H100": 81559 / 1024, "A100": 81920 / 1024,
                                     "L40S": 46068 / 1024, "L4": 23034 / 1024}
 #: CUDA context + cuBLAS/cuDNN workspaces of one process. An assumption (PyTorch's context alone is
-#: 0.3-0.5 GiB on recent drivers); ``rayjobs/gpu_smoke.py`` measures the real one.
+#: 0.3-0.5 GiB on recent drivers); the GPU smoke (``brushrl.rehearse.gpu_smoke``) measures the real one.
 CUDA_CONTEXT_GIB = 1.0
 #: vLLM's CUDA graphs (its log's "Graph capturing finished ... took X GiB": 0.5-2 GiB for 30B-class
 #: models on one GPU; an assumption until measured).

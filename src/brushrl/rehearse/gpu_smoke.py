@@ -1,7 +1,8 @@
 """The full-size GPU smoke in one process: the real policy's structure and memory on one GPU, no cluster.
 
-    PYTHONPATH=src python -m brushrl.perf.gpu_smoke_single --config configs/h200.yaml --out $OUT/gpu_smoke.json
-    PYTHONPATH=src python -m brushrl.perf.gpu_smoke_single --dry --out runs/gpu_smoke_dry.json   # CPU, tiny twins
+    make gpu-smoke                       # = PYTHONPATH=src python -m brushrl.rehearse.gpu_smoke --config configs/h200.yaml
+    make gpu-smoke DRY=1                 # CPU, tiny twins: --dry --out runs/gpu_smoke_dry.json (CI: tests/test_gpu_smoke.py)
+    python -m brushrl.rehearse.gpu_smoke --pipeline --vllm-python ... --hpsv3-python ...   # brushrl.rehearse.gpu_pipeline
 
 What it does, in this order (each step one *phase* of the report):
 
@@ -41,13 +42,17 @@ of ``rollout.groups_per_step x rollout.group_size`` sequences) scaled to ``--seq
 (``brushrl.hub.twins.twin_config``: same classes and module names, tiny sizes, float32) and tiny
 sequences; memory is not measured there (every memory figure ``None``, never 0).
 
-No Ray, vLLM, DeepSpeed or Chromium on this module's import path (``tests/test_gpu_smoke_single.py``
+No Ray, vLLM, DeepSpeed or Chromium on this module's import path (``tests/test_gpu_smoke.py``
 runs ``--dry`` with them hidden). It needs torch, transformers (with the policy's and HPSv3's
 classes), peft, accelerate, TRL and datasets (``GRPOLearner``'s loss), pydantic and PyYAML
 (``brushrl.config``); :func:`check_environment` names what is missing before any model is built.
 docs/perf/gpu_smoke.md says which wheels a bare GPU machine needs.
 
 Writes a JSON report (``--out``) and prints a table; progress lines are flushed as they happen.
+
+``--pipeline`` runs the other smoke instead, :mod:`brushrl.rehearse.gpu_pipeline`:
+the whole pipeline (Ray, vLLM, Chromium) with the rehearsal's tiny stand-ins on one GPU. One entry
+point for both, so ``make gpu-smoke``, CI's dry run and docs/perf/gpu_smoke.md name one module.
 """
 
 from __future__ import annotations
@@ -515,7 +520,14 @@ def run(config_path: str | Path, *, dry: bool = False, sequences: int | None = N
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m brushrl.perf.gpu_smoke_single", description=__doc__.split("\n\n")[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--pipeline" in argv:
+        from brushrl.rehearse.gpu_pipeline import main as pipeline  # imports nothing of Ray until it runs
+
+        argv.remove("--pipeline")
+        return pipeline(argv)
+    ap = argparse.ArgumentParser(prog="python -m brushrl.rehearse.gpu_smoke", description=__doc__.split("\n\n")[0],
+                                 epilog="--pipeline: the pipeline smoke instead (--pipeline --help: its options)")
     ap.add_argument("--config", default="configs/h200.yaml", help="run config YAML (default: %(default)s)")
     ap.add_argument("--out", default="runs/gpu_smoke_one.json", help="JSON report (default: %(default)s)")
     ap.add_argument("--dry", action="store_true", help="CPU, tiny twins, tiny sequences, memory not measured")

@@ -2,8 +2,10 @@
 hot-swap, the TRL/PEFT learner, HPSv3 and the judge server brushrl starts, all on the GPU (a quarter
 of it each), renderers on the CPUs; tiny stand-in models (no network on the GPU machine).
 
-    python rayjobs/gpu_smoke.py --vllm-python /opt/venvs/vllm/bin/python \\
+    python -m brushrl.rehearse.gpu_smoke --pipeline --vllm-python /opt/venvs/vllm/bin/python \\
         --hpsv3-python /opt/venvs/hpsv3/bin/python        [--steps 4] [--out-dir runs/gpu_smoke]
+
+(``make gpu-smoke GPU_SMOKE_ARGS="--pipeline ..."``; was ``rayjobs/gpu_smoke.py``.)
 
 The run is configs/h200.yaml with ``brushrl rehearse``'s override set (tiny policy, tiny judge VLM,
 tiny HPSv3 checkpoint, 3 x 1 groups), then put back on the GPU: one node kind with this machine's
@@ -38,7 +40,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the checkout (src/brushrl/rehearse/ -> root)
 #: The GPU actors of configs/h200.yaml and their share of the one GPU.
 SHARES = {"learner": 0.25, "rollout": 0.25, "hpsv3": 0.25, "judge": 0.25}
 
@@ -115,7 +117,7 @@ COMPONENT = {"LearnerActor": "learner", "_VLLMActor": "rollout", "HPSv3Scorer": 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m brushrl.rehearse.gpu_smoke --pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(ROOT / "configs/h200.yaml"))
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--vllm-python", required=True, help="interpreter of an env with GPU vllm")

@@ -1,4 +1,5 @@
-"""The single-process GPU smoke (``brushrl.perf.gpu_smoke_single``) in its ``--dry`` mode, on the CPU.
+"""The GPU smoke (``brushrl.rehearse.gpu_smoke``, ``make gpu-smoke``) in its ``--dry`` mode, on the CPU:
+CI's run of it (``make test``).
 
 The dry run happens in a subprocess where Ray, vLLM, DeepSpeed and Playwright are hidden (the GPU
 machine has none of them): every ``sys.meta_path`` finder is wrapped so that it finds neither their
@@ -17,7 +18,7 @@ import pytest
 
 from brushrl.hub.twins import SPECIALS, build_tokenizer, shipped_config, twin_config
 from brushrl.learner.moe import adapter_key_problems
-from brushrl.perf.gpu_smoke_single import PHASES, MissingSupport, adapter_check, check_environment
+from brushrl.rehearse.gpu_smoke import PHASES, MissingSupport, adapter_check, check_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = "Qwen/Qwen3.5-35B-A3B"
@@ -54,9 +55,9 @@ def _python(code: str, *args: str, hidden: tuple[str, ...] = HIDDEN, timeout: in
                           capture_output=True, text=True, timeout=timeout)
 
 
-#: ``python -m brushrl.perf.gpu_smoke_single`` after :data:`HIDE`.
-MAIN = ("import runpy, sys; sys.argv[0] = 'gpu_smoke_single'; "
-        "runpy.run_module('brushrl.perf.gpu_smoke_single', run_name='__main__')")
+#: ``python -m brushrl.rehearse.gpu_smoke`` after :data:`HIDE`.
+MAIN = ("import runpy, sys; sys.argv[0] = 'gpu_smoke'; "
+        "runpy.run_module('brushrl.rehearse.gpu_smoke', run_name='__main__')")
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +70,17 @@ def dry(tmp_path_factory):
     return proc, report, tmp / "adapter"
 
 
+def test_make_gpu_smoke_runs_this_module():
+    """``make gpu-smoke DRY=1`` is the command this file runs: one smoke for make, CI and the docs."""
+    cmd = subprocess.run(["make", "-n", "gpu-smoke", "DRY=1"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.replace("\\\n", " ").split()
+    assert cmd[cmd.index("-m") + 1] == "brushrl.rehearse.gpu_smoke", cmd
+    assert {"--dry", "--config", "configs/h200.yaml"} <= set(cmd), cmd
+
+
 def test_the_hiding_works():
-    """Else the dry run below would prove nothing: brushrl's Ray actor module cannot be imported."""
-    proc = _python("import brushrl.learner.actor")
+    """Else the dry run below would prove nothing: brushrl's learner launcher (it imports Ray) cannot be imported."""
+    proc = _python("import brushrl.learner.launch")
     assert proc.returncode != 0 and "No module named 'ray'" in proc.stderr, proc.stderr[-2000:]
     proc = _python("import importlib.util, importlib.metadata as m; assert importlib.util.find_spec('vllm') is None; "
                    "assert all((d.metadata['Name'] or '').lower() not in ('ray', 'deepspeed') "
