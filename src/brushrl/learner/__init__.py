@@ -19,6 +19,7 @@ from brushrl.learner.advantages import (
 )
 from brushrl.learner.samples import TrainSample, as_train_sample
 
+
 def __getattr__(name: str):
     if name == "LearnerActor":
         from brushrl.learner.actor import LearnerActor

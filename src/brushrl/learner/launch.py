@@ -11,7 +11,6 @@ import ray
 
 from brushrl.config import BrushRLConfig
 from brushrl.learner.actor import LearnerActor, PolicyLoader
-from brushrl.learner.group import make_learner_group
 
 
 def make_learner_actor(
@@ -39,6 +38,8 @@ def make_learner_actor(
         The actor handle; the constructor runs asynchronously (the first method call waits for it).
     """
     if cfg.learner.strategy == "deepspeed":
+        from brushrl.learner.group import make_learner_group  # DeepSpeed's group: only when asked for
+
         return make_learner_group(cfg, total_steps, policy_loader=policy_loader, **learner_kwargs)
     from brushrl.hub.weights import offline_env  # the driver's offline switches (every model local)
     from brushrl.ray_setup import ray_options
