@@ -43,7 +43,8 @@ from brushrl.gate import reasons as R
 from brushrl.gate.extract import find_sketch, js_parser
 from brushrl.gate.names import JsNames, load_js_names
 from brushrl.gate.scope import ScopeTree, build_scopes, ident_name
-from brushrl.gate.values import Kind, ValueKinds, function_uses_this
+from brushrl.gate.kinds import Kind
+from brushrl.gate.values import ValueKinds, function_uses_this
 from brushrl.types import PASS, GateVerdict
 
 #: Deepest syntax tree the gate analyses (tree-sitter levels; the fixture sketches reach 14).
