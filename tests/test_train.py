@@ -47,6 +47,9 @@ def small_overrides(tmp_path: Path, steps: int = 2) -> dict:
         "run.output_dir": str(tmp_path / "runs"),
         "run.checkpoint_every": 1,
         "rollout.group_size": 3,
+        # the memoriser's groups often lack reward spread (3 equal sketches, 3 equal failures): a
+        # step waits for up to 10 groups' worth before it goes ahead short, so a run trains
+        "orchestrator.max_rejected_batches": 10,
         "render.num_actors": 1,
         "ray.num_cpus": 4,
         "policy.tiny": {"vocab_size": 1024, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -341,5 +344,5 @@ def test_resumed_run_keeps_the_judges_reference_curriculum_stage(two_step_run, t
         assert new, f"step {steps} wrote no metrics"
         if "judge/curriculum_stage" in new[0]:
             break
-        assert new[0]["reward/judge"] is None, new[0]  # unjudged only when no sample had a score
+        assert new[0]["gate/pass_rate"] == 0, new[0]  # unjudged only when no sample passed the gate
     assert new[0]["judge/curriculum_stage"] == 1  # judged in stage 1, not the base mix

@@ -860,6 +860,12 @@ class OrchestratorConfig(_Section):
     (each batch is sampled by the weights it trains); k: up to k+1 learner batches of groups are
     admitted at once (capacity ``(k + version + 1) * groups_per_step``) and a group more than k
     versions old is dropped and counted as ``stale``."""
+    max_rejected_batches: int = Field(3, ge=1)
+    """A learner step goes ahead short (or is skipped, with no group at all) once this many
+    batches' worth of groups (``× rollout.groups_per_step``) ended without being accepted
+    (filtered, failed, stale) since the last step, so a policy whose groups all lack reward
+    spread cannot stall the run; the cap on DAPO's dynamic sampling, as verl's
+    ``algorithm.filter_groups.max_num_gen_batches``. Larger: fewer short steps, longer waits."""
     sync_timeout_s: float = Field(300.0, gt=0)
     """Weight sync (learner adapter -> rollout engine) slower than this fails the run loudly."""
     sync_check: SyncCheckConfig = Field(default_factory=SyncCheckConfig)

@@ -142,7 +142,8 @@ class GRPOLoop:
         learner: a :class:`LearnerSide`.
         version: policy version the rollout engine serves at the start.
         max_rejected: a step goes ahead short after this many non-accepted groups since the last
-            step (default: 3 x groups_per_step: three batches' worth of production).
+            step (default: 3 x groups_per_step: three batches' worth of production; the trainer
+            passes ``orchestrator.max_rejected_batches`` x groups_per_step).
         checkpoint: ``(step) -> awaitable | None``, called right after a step's weight sync and
             before the next learner call is issued (so it sees exactly that step's state).
     """
