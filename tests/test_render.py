@@ -257,6 +257,26 @@ def test_deadline_before_the_sketch_starts_is_infra_not_the_sketchs_fault():
         ok(renderer.render(BLANK, 0, SIZE, 30, 1))
 
 
+def test_a_driver_call_that_never_returns_kills_the_browser_and_is_infra(monkeypatch):
+    """A Playwright call with no timeout that the browser never answers (here an evaluate of a
+    promise that never settles, in place of a stuck DevTools ``send``) is cut by the hang guard:
+    the browser is killed, the attempt is ``infra`` (retried once in a relaunched browser, which
+    hangs too), and the renderer paints the next sketch."""
+    import brushrl.render.browser as B
+    from brushrl.render.page import SketchPage
+
+    deliver = SketchPage.deliver
+    monkeypatch.setattr(B, "HANG_GRACE_S", 1.0)
+    with Renderer(spare_page=False) as renderer:
+        monkeypatch.setattr(SketchPage, "deliver",
+                            lambda self, *a: self.page.evaluate("new Promise(() => {})"))
+        res = renderer.render(BLANK, 0, SIZE, 5, 1)
+        assert res.status == "infra" and res.detail.startswith("browser hung"), res.detail
+        assert res.attempts == 2
+        monkeypatch.setattr(SketchPage, "deliver", deliver)
+        ok(renderer.render(BLANK, 0, SIZE, 30, 1))
+
+
 def _descendants(pid: int, skip: set[int] = frozenset()) -> set[int]:
     """Processes below ``pid`` (from /proc), not entering the subtrees of ``skip``."""
     children: dict[int, list[int]] = {}

@@ -34,7 +34,8 @@ Outcome classification (``RenderResult.status``):
   ``evaluate`` or ``wait_for_function`` on a page in ``while (true) {}`` never returned, measured).
 * ``infra``: the browser crashed / disconnected, Playwright failed, or the deadline passed before
   the page even reached the sketch (p5 still loading: an overloaded machine), even after
-  relaunching the browser once; the reward layer turns this into None.
+  relaunching the browser once, or an attempt whose driver call never returned (its browser is
+  killed ``HANG_GRACE_S`` past the deadline, ``HangGuard``); the reward layer turns this into None.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Self
 
+import psutil
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
@@ -106,6 +108,11 @@ should not have to wait on the browser for minutes, e.g. while the learner steps
 SPARE_OPEN_MS = 30_000
 """How long opening a spare page may take before the renderer goes on without one."""
 _CRASH = "page crashed"
+HANG_GRACE_S = 60.0
+"""Seconds past an attempt's deadline after which its Playwright call is presumed never to return
+and the browser is killed (``HangGuard``). The sync API's DevTools ``send`` and some waits take no
+timeout; one waited 20+ minutes on an idle Chromium in a loaded CI run."""
+_HUNG = "browser hung"
 MEMORY_CAP = "memory cap"
 """Prefix of the ``js_errors`` entry (and ``refused`` entry) of a page killed for its memory."""
 
@@ -143,6 +150,41 @@ def _release_playwright() -> None:
     if held[1] == 0:
         _local.held = None
         held[0].stop()
+
+
+class HangGuard:
+    """Kill a browser whose driver call outlives ``seconds``: a ``with`` block arms a timer; if the
+    block is still inside when it fires, the browser's process tree is SIGKILLed from the timer's
+    thread (never a Playwright call: the sync API is not thread-safe), which makes the blocked call
+    raise. ``fired`` then says what happened (else '').
+
+    Args:
+        seconds: wall-clock limit of the block (s).
+        procs: the browser's processes; None (not found at launch) makes the guard log and do nothing.
+    """
+
+    def __init__(self, seconds: float, procs: ChromiumProcesses | None):
+        self.seconds, self.procs, self.fired = seconds, procs, ""
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        if self.procs is None:
+            log.error("a render is %.0f s in and its browser's processes are unknown: cannot kill it", self.seconds)
+            return
+        self.fired = f"a driver call was still waiting {self.seconds:.0f} s into the attempt; the browser was killed"
+        for proc in self.procs.processes():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+    def __enter__(self) -> HangGuard:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
 
 
 class Renderer:
@@ -369,7 +411,19 @@ class Renderer:
 
     def _attempt(self, code: str, seed: int, size: int, deadline_s: float) -> RenderResult:
         """One attempt within ``deadline_s``: the sketch's page; in replay mode then the log's
-        validation and the replay page (``brushrl.render.calllog``)."""
+        validation and the replay page (``brushrl.render.calllog``). An attempt still running
+        ``HANG_GRACE_S`` past its deadline has its browser killed and ends as ``infra`` (counted,
+        relaunched and retried by ``render``): no call into the driver can hold a renderer forever."""
+        guard = HangGuard(deadline_s + HANG_GRACE_S, self.procs)
+        with guard:
+            result = self._attempt_pages(code, seed, size, deadline_s)
+        if guard.fired:
+            log.error("renderer %s: %s", self.actor_id, guard.fired)
+            return RenderResult("infra", detail=f"{_HUNG}: {guard.fired}", console=result.console,
+                                refused=result.refused)
+        return result
+
+    def _attempt_pages(self, code: str, seed: int, size: int, deadline_s: float) -> RenderResult:
         start = time.monotonic()
         if self.mode != "replay":
             return self._run_page(self.mode, code, seed, size, deadline_s, start)[0]
