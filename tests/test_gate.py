@@ -384,12 +384,29 @@ def test_classify_global(name, expected):
         ("", "const f = 'x'; setTimeout(f, 1);\n", R.EXTERNAL_ACCESS),
         ('this.width = 3;', "", R.NAME_COLLISION),
         ("const o = { grab() { return this; } };", "", R.EXTERNAL_ACCESS),
+        # `this` in a const object literal's method is that object only while the method cannot
+        # be taken off it (issue 36): taken, passed on, or `this` itself handed out, it is window
+        ("const f = petal.show; f();", "const petal = { fill: 9, show() { brush.fill(this.fill, 200); } };\n",
+         R.DISALLOWED_GLOBAL),
+        ("setTimeout(petal.show, 0);", "const petal = { fill: 9, show() { brush.fill(this.fill, 200); } };\n",
+         R.EXTERNAL_ACCESS),
+        ("const o = { petal }; o.petal.show();", "const petal = { show() { brush.fill(this.fill, 200); } };\n",
+         R.DISALLOWED_GLOBAL),
+        ("petal.show();", "const petal = { show() { const g = this.show; brush.fill(this.fill, 200); } };\n",
+         R.DISALLOWED_GLOBAL),
+        ("petal.show();", "const petal = { show() { brush.fill(this.fill, 200); return this; } };\n",
+         R.EXTERNAL_ACCESS),
+        ("petal.show();", "let petal = { show() { brush.fill(this.fill, 200); } };\n", R.DISALLOWED_GLOBAL),
+        ("petal.show();", "const petal = { get show() { return this.fill; } };\n", R.DISALLOWED_GLOBAL),
         # honest
         ("push(); translate(1, 2).rotate(3); pop();", "", R.PASS),
         ("const v = createVector(1, 2).add(createVector(1, 1)).mult(2); brush.circle(v.x, v.y, 3);", "", R.PASS),
         ("const idx = floor(random(3)); brush.fill(pal()[idx], 100);", 'function pal() { return ["#fff", "#eee"]; }\n', R.PASS),
         ("const pts = [[1, 2]]; pts.forEach((p, i) => brush.circle(pts[(i + 1) % pts.length][0], p[1], 2));", "", R.PASS),
         ("setTimeout(() => redraw(), 0);", "", R.PASS),
+        ("petal.show(); petal.size += 1;",
+         "const petal = { fill: 9, size: 3, show() { brush.fill(this.fill, 200); this.grow(); }, grow() { this.size *= 2; } };\n",
+         R.PASS),
     ],
 )
 def test_values_are_typed_and_judged_by_kind(extra, top, expected):

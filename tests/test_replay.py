@@ -90,6 +90,38 @@ def test_a_log_the_replay_cannot_run_is_rejected_with_its_reason_code(bad, code)
     assert err.value.code == code
 
 
+@pytest.mark.parametrize("log", [
+    [["p5", "randomSeed", [1777593600000]]],                       # a date: a seed, not a coordinate
+    [["brush", "seed", [1777593600000]], ["p5", "noiseSeed", [-1e15]]],
+    [["brush", "fill", [{"$": "color", "v": [1.03, -0.02, 0.2, 1]}, 200]]],  # lerpColor a hair past 1
+])
+def test_seeds_and_slightly_out_of_gamut_colours_are_kept(log):
+    assert validate_log(log).entries == log
+
+
+@pytest.mark.parametrize("bad, code", [
+    ([["p5", "randomSeed", [1e300]]], R.WORK_BUDGET),
+    ([["brush", "circle", [1777593600000, 300, 2]]], R.WORK_BUDGET),  # the seed bound is for seeds only
+    ([["brush", "fill", [{"$": "color", "v": [1.6, 0, 0, 1]}]]], R.INVALID_CALL),
+])
+def test_seed_and_colour_bounds_still_hold(bad, code):
+    with pytest.raises(CallLogRejected) as err:
+        validate_log(bad)
+    assert err.value.code == code
+
+
+def test_p5_brush_names_match_the_installed_library():
+    """The record page's stubs refuse brush and field names as p5.brush 2.2.2 does."""
+    from brushrl.render.calllog import BRUSH_FIELDS, BRUSH_NAMES
+    from brushrl.render.harness import BRUSH_FILE, find_js_dir
+
+    src = (find_js_dir() / BRUSH_FILE).read_text()
+    for name in BRUSH_NAMES:
+        assert f'["{name}",' in src or f'"{name}"' in src, name
+    for name in BRUSH_FIELDS:
+        assert f'("{name}",' in src or f'"{name}"' in src, name
+
+
 def test_the_number_bound_follows_the_canvas():
     big = [["brush", "circle", [30000, 300, 2]]]
     with pytest.raises(CallLogRejected):
@@ -128,7 +160,10 @@ def _honest() -> list[tuple[str, str]]:
     from brushrl.render.bench_sketches import HATCHING, PENCIL_STROKES
 
     sandbox = ["ok_chained_transforms.js", "ok_vectors_and_colours.js", "ok_looping_draw.js",
-               "ok_timer_redraw.js", "ok_event_handler.js"]
+               "ok_timer_redraw.js", "ok_event_handler.js",
+               # issue 36: the record page's stubs throw and return as p5.brush does
+               "ok_object_method_fill.js", "ok_brush_returns.js", "ok_date_seed.js", "ok_lerp_color_edge.js",
+               "ok_catch_brush_error.js"]
     return ([(b, make_variant(b, 1).code) for b in ("peach_hibiscus", "rose")]
             + [("hatching", HATCHING), ("pencil_strokes", PENCIL_STROKES)]
             + [(n, (SANDBOX / n).read_text()) for n in sandbox])
@@ -150,6 +185,18 @@ def test_honest_sketches_replay_pixel_identical_to_the_direct_path(renderers):
         if changed:
             differ.append((name, changed))
     assert differ == []
+
+
+def test_a_brush_call_throws_on_the_record_page_as_in_p5_brush_with_the_sketchs_line(renderers):
+    """Uncaught, p5.brush's error ends the render on both paths with its own message; the record
+    page's names the sketch's line (the revision turn shows it to the model)."""
+    code = ("async function setup() { createCanvas(600, 600, WEBGL); noLoop(); }\n"
+            "function draw() {\n  background(250);\n  brush.fill('#b8336a', 200);\n  brush.vertex(10, 20);\n}\n")
+    message = "vertex() called outside of beginShape()/endShape(). Call beginShape() first."
+    for mode in ("direct", "none"):
+        res = renderers[mode].render(code, 5, SIZE, DEADLINE_S)
+        assert res.status == "error" and message in res.js_errors[0], (mode, res.js_errors)
+    assert "(sketch.js:5:9)" in res.js_errors[0]
 
 
 @pytest.mark.parametrize("mode", ["netns", "none"])

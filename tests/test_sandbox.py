@@ -132,6 +132,31 @@ def test_harness_clock_is_not_the_sketchs(renderers, listener):
     assert res.status == "ok" and res.draw_s > 0.01
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_forged_clock_does_not_change_the_pages_timings(renderers, listener, mode):
+    """Performance.prototype.now, Date.now and a global ``performance`` forged to stand still
+    (issue 36): the record page's timings are the harness's own clock, taken before the sketch."""
+    if mode not in renderers:
+        pytest.skip("no network namespaces on this machine")
+    res = renderers[mode].render(fixture_code("harness_forged_clock.js", listener), 0, SIZE, DEADLINE_S, 1)
+    assert res.status == "ok" and res.phases["sketch"] > 0.01, res.phases  # the record page's own timing
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_quiet_attempt_is_named_with_its_target_and_line(renderers, listener, mode):
+    """A fetch through a Function built at run time inside try/catch fails quietly in the page;
+    DevTools still reports the CSP's refusal, with the sketch's line (issue 36)."""
+    if mode not in renderers:
+        pytest.skip("no network namespaces on this machine")
+    res = renderers[mode].render(fixture_code("net_function_regex_source.js", listener), 0, SIZE, DEADLINE_S, 1)
+    runtime = check_runtime(res, GATE, SIZE)
+    assert runtime.verdict == "sandbox_violation", runtime.detail
+    assert "kEvalViolation" in runtime.detail and "sketch.js:15" in runtime.detail, runtime.detail
+    res = renderers[mode].render(fixture_code("net_websocket_quiet.js", listener), 0, SIZE, DEADLINE_S, 1)
+    detail = check_runtime(res, GATE, SIZE).detail
+    assert f"ws://{listener.addr}/quiet" in detail and "sketch.js:4" in detail, detail
+
+
 def test_the_gate_and_the_page_agree_on_what_p5_returns(renderers):
     """``policy.P5_OBJECT_RETURNS`` (what the static gate treats as p5 objects) is exactly the set
     of allowlisted p5 functions that return the p5 instance or its renderer, measured in the page

@@ -15,11 +15,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-#: p5.brush 2.2 methods the replay can run (``brushrl.render.calllog``): those that return nothing
-#: (the record page's stubs return undefined) and take plain data. Left out: ``box``/``listFields``/
-#: ``wRand`` (return values), ``add``/``addField`` (take functions), ``hatchArray``/``massArray``
-#: (take Polygon objects), ``load``/``instance`` (retarget the library), the classes (``Plot``,
-#: ``Polygon``, ``Position``).
+#: p5.brush 2.2 methods the replay can run (``brushrl.render.calllog``): those that take plain data
+#: and return nothing or what the record page's stubs can stand in for (``harness.js``, ``BRUSH_MODEL``): ``circle``'s
+#: ``[plot, x, y]`` (the start point as p5.brush computes it), a frozen stand-in for the Plot of
+#: ``endShape``/``spline``/``arc`` (``null`` for an arc of no sweep) and the Polygon of
+#: ``polygon``, ``clip``'s region; the stubs throw where p5.brush throws, with its message and the
+#: sketch's line. Left out: ``box``/``listFields``/``wRand`` (return values the sketch would
+#: compute with), ``add``/``addField`` (take functions), ``hatchArray``/``massArray`` (take Polygon
+#: objects), ``load``/``instance`` (retarget the library), the classes (``Plot``, ``Polygon``,
+#: ``Position``).
 #: Here, not in render: the config's own check of ``gate.whitelist`` under ``render.mode: replay``
 #: reads it, and config imports no stage (docs/architecture.md).
 REPLAYABLE_BRUSH: frozenset[str] = frozenset(

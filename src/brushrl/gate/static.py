@@ -13,8 +13,8 @@ read from, so obfuscation is closed by construction rather than by pattern:
 * what a p5 call returns is a p5 object: its members are judged like globals
   (``translate().text`` is ``text_label``) and it may not escape into a place the gate cannot
   follow (an element, a return, the sketch's own function), so no other value can be one;
-* ``this`` that can be the global object (outside a class or an ES5 constructor only used with
-  ``new``) is judged like the global of the member's name (``this.fetch`` is ``fetch``) and
+* ``this`` that can be the global object (outside a class, an ES5 constructor only used with
+  ``new``, or a method only ever called on its ``const`` object literal) is judged like the global of the member's name (``this.fetch`` is ``fetch``) and
   refused as a bare value;
 * a member name computed at run time is refused unless the key is a number or the object is a
   plain object the sketch built (``palette[key]``); constant keys (``o["con" + "structor"]``) are

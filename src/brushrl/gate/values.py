@@ -11,7 +11,9 @@ members of those reach text, images, pixels, bare shapes, the DOM and the networ
   used in place (``translate(1, 2).rotate(3)``), discarded, compared, bound to a ``const`` or
   passed to p5 or brush, nothing else (:meth:`ValueKinds.escapes`). So no other value can be one.
 * ``WINDOW``: ``this`` where it can be the global object (sloppy functions, object-literal methods,
-  the top level): ``this.name`` is judged like the global ``name``; bare ``this`` is refused.
+  the top level): ``this.name`` is judged like the global ``name``; bare ``this`` is refused. Not
+  a method of a ``const`` object literal that can never be taken off it (``petal.draw()`` is its
+  only use, ``this`` in it only ``this.name``: :meth:`ValueKinds._own_method`).
 * ``BRUSH``: the p5.brush global (its own rules, in the static gate).
 * ``OWN``: provably a plain object the sketch built: a literal, or ``new`` of the sketch's own
   function/class or an allowed built-in constructor, bound to a name every write of which is such
@@ -295,13 +297,88 @@ class ValueKinds:
                 return Kind.OTHER
             if cur.type == "method_definition":
                 in_class = cur.parent is not None and cur.parent.type == "class_body"
-                return Kind.OTHER if in_class else Kind.WINDOW
+                return Kind.OTHER if in_class or self._own_method(cur) else Kind.WINDOW
             if cur.type == "function_declaration" and self._only_new(cur):
                 return Kind.OTHER
             if cur.type in _NON_ARROW:
                 return Kind.WINDOW
             cur = cur.parent
         return Kind.WINDOW
+
+    def _own_method(self, method: Node) -> bool:
+        """A plain shorthand method of an object literal that is a ``const``'s value
+        (``const petal = { draw() { brush.fill(this.colour); } }``), where ``this`` is always
+        that object: the object is only ever used as ``petal.name`` (never passed on, aliased,
+        spread or indexed), each of its methods only called in place (``petal.draw()``, not
+        ``petal.draw`` taken), and inside its methods ``this`` is only read as ``this.name``, a
+        method again only called (``this.draw()``). Anything else can call the method with
+        ``this`` = window."""
+        obj = method.parent
+        decl = obj.parent if obj is not None else None
+        if obj is None or obj.type != "object" or decl is None or decl.type != "variable_declarator" \
+                or not _same(decl.child_by_field_name("value"), obj):
+            return False
+        declaration = decl.parent
+        if declaration is None or declaration.type != "lexical_declaration" or not any(
+                c.type == "const" for c in declaration.children):
+            return False
+        name = decl.child_by_field_name("name")
+        if name is None or name.type != "identifier":
+            return False
+        methods: set[str] = set()
+        for member in obj.named_children:
+            if member.type == "comment":
+                continue
+            if member.type == "method_definition":
+                key = member.child_by_field_name("name")
+                plain = all(c.type not in ("get", "set", "*", "static", "async") for c in member.children)
+                if key is None or key.type != "property_identifier" or not plain:
+                    return False
+                methods.add(ident_name(key))
+            elif member.type != "pair":
+                return False  # a spread or a shorthand property
+            else:
+                key = member.child_by_field_name("key")
+                if key is None or key.type != "property_identifier":
+                    return False
+                value = member.child_by_field_name("value")
+                if value is not None and value.type in _NON_ARROW:
+                    return False  # a function value: its `this` is whoever calls it
+        if self._shorthand_uses(ident_name(name)):
+            return False  # `{ petal }` passes the object on without an identifier reference
+        refs = self._refs.get(name.id, [])
+        if not refs or not all(self._member_in_place(ref, methods) for ref in refs):
+            return False
+        for member in obj.named_children:
+            if member.type == "method_definition":
+                for this in _own_this(member):
+                    if not self._member_in_place(this, methods):
+                        return False
+        return True
+
+    def _member_in_place(self, ref: Node, methods: set[str]) -> bool:
+        """``ref.name`` with a plain name, and for a name in ``methods`` a call ``ref.name(...)``."""
+        parent = ref.parent
+        if parent is None or parent.type != "member_expression" or not _same(parent.child_by_field_name("object"), ref):
+            return False
+        prop = parent.child_by_field_name("property")
+        if prop is None or prop.type != "property_identifier":
+            return False
+        if ident_name(prop) in methods:
+            call = parent.parent
+            return call is not None and call.type == "call_expression" and _same(
+                call.child_by_field_name("function"), parent)
+        return True
+
+    def _shorthand_uses(self, name: str) -> bool:
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.type in ("shorthand_property_identifier", "shorthand_property_identifier_pattern") \
+                    and ident_name(node) == name:
+                return True
+            stack.extend(node.children)
+        return False
 
     def _only_new(self, fn: Node) -> bool:
         """Every reference to the declared function is ``new F(...)`` or ``F.prototype...``."""
@@ -431,6 +508,19 @@ class ValueKinds:
                 return False
             return value is not None or bool(self.writes(binding))
         return False
+
+
+def _own_this(fn: Node) -> list[Node]:
+    """The ``this`` nodes of a function's own body (arrows included, not nested non-arrow
+    functions or classes)."""
+    found, stack = [], list(fn.children)
+    while stack:
+        node = stack.pop()
+        if node.type == "this":
+            found.append(node)
+        elif node.type not in _NON_ARROW and node.type not in ("class", "class_declaration"):
+            stack.extend(node.children)
+    return found
 
 
 def function_uses_this(fn: Node) -> bool:

@@ -448,7 +448,7 @@ class Renderer:
             rep.status, png=rep.png, paint_fraction=rep.paint_fraction, draw_s=rep.draw_s,
             js_errors=rep.js_errors, console=rec.console, refused=rec.refused + rep.refused,
             detail=rep.detail and f"replay: {rep.detail}", cpu_s=rec.cpu_s + rep.cpu_s,
-            peak_rss_mb=max(rec.peak_rss_mb, rep.peak_rss_mb), brush_calls=calls.brush_calls,
+            peak_rss_mb=max(rec.peak_rss_mb, rep.peak_rss_mb), brush_calls=_calls(calls.brush_calls, rec.brush_calls),
             phases=phases, forbidden=rec.forbidden,
         )
 
@@ -587,6 +587,17 @@ class Renderer:
                 self._relaunch()
             except PlaywrightError:
                 pass  # the next attempt reports infra
+
+
+def _calls(logged: dict[str, int], counted: dict[str, int]) -> dict[str, int]:
+    """Brush calls of a replayed render: the log's, and for each method at least the record page's
+    count, which has the calls that threw as p5.brush does (the direct path counts them too, and
+    the whitelist judges them)."""
+    out = dict(logged)
+    for name, n in counted.items():
+        if isinstance(n, int) and n > out.get(name, 0):
+            out[name] = n
+    return out
 
 
 PNG_DATA_URL = "data:image/png;base64,"

@@ -29,7 +29,7 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from brushrl.config import REPLAYABLE_BRUSH  # in config: its whitelist check reads it too
 from brushrl.gate import reasons as R
@@ -53,6 +53,24 @@ RECORDED_RENDERER: frozenset[str] = frozenset(
     "push pop translate rotate rotateX rotateY rotateZ scale applyMatrix resetMatrix".split()
 )
 
+#: p5.brush 2.2.2's standard brushes and vector fields, in its order (``src/stroke/stroke.js``
+#: ``_standard_brushes``, ``src/core/flowfield.js`` ``addStandard``): the record page's stubs throw
+#: for any other name, as ``brush.pick``/``brush.set``/``brush.field`` do.
+BRUSH_NAMES: tuple[str, ...] = ("pen", "rotring", "2B", "HB", "2H", "cpencil", "pastel", "crayon", "charcoal",
+                                "spray", "marker")
+BRUSH_FIELDS: tuple[str, ...] = ("hand", "curved", "zigzag", "waves", "seabed", "spiral", "columns")
+
+#: Calls whose numbers are seeds, not coordinates: only finite and exact as a double (a date-like
+#: ``randomSeed(Date.now())`` is honest), not bounded by ``Bounds.max_abs``.
+SEED_CALLS: frozenset[tuple[str, str]] = frozenset(
+    {("p5", "randomSeed"), ("p5", "noiseSeed"), ("brush", "seed"), ("brush", "noiseSeed")})
+MAX_SEED = float(2**53)
+
+#: How far outside [0, 1] a colour's sRGB components may be: p5's ``lerpColor`` extrapolates an
+#: amount outside [0, 1] (a gradient loop's off-by-one step) and the out-of-gamut colour it makes
+#: is what p5.brush paints with on the direct path; the replay rebuilds it as ``color(srgb ...)``,
+#: which keeps such components. Beyond this a colour is no colour a sketch means.
+COLOR_SLACK = 0.5
 
 #: Value tags of the log (``harness.js`` ``enc``); ``nonfinite`` and ``unsupported`` are logged so
 #: that the rejection can say what the sketch passed.
@@ -122,7 +140,7 @@ def _value(v, where: str, bounds: Bounds, count: list[int], depth: int = 0) -> N
         if set(v) == {"$", "v"}:
             if tag == "color" and isinstance(inner, list) and len(inner) == 4 and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                    and -1e-6 <= x <= 1 + 1e-6 for x in inner):
+                    and -COLOR_SLACK <= x <= 1 + COLOR_SLACK for x in inner):
                 count[0] += 4
                 return
             if tag == "vector" and isinstance(inner, list) and len(inner) == 3:
@@ -180,8 +198,9 @@ def validate_log(raw, bounds: Bounds = Bounds()) -> CallLog:
             raise CallLogRejected(R.INVALID_CALL, f"entry {i}: {str(target)[:10]}.{name[:40]} cannot be replayed")
         if len(args) > 16:
             raise CallLogRejected(R.INVALID_CALL, f"entry {i}: {target}.{name} with {len(args)} arguments")
+        limits = replace(bounds, max_abs=MAX_SEED) if (target, name) in SEED_CALLS else bounds
         for j, a in enumerate(args):
-            _value(a, f"{target}.{name} argument {j + 1}", bounds, count)
+            _value(a, f"{target}.{name} argument {j + 1}", limits, count)
     return CallLog(list(raw), dict(calls))
 
 

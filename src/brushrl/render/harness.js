@@ -196,6 +196,167 @@
     apply(arrayPush, log, [[target, name, out]]);
   };
 
+  // -- p5.brush 2.2.2 as the sketch sees it (record mode) --------------------------------------------
+  // The record page does not load p5.brush, so its stubs stand in for it wherever a sketch can
+  // tell the difference: they throw where p5.brush throws, with its message and the sketch's line
+  // (a call that throws is not logged: p5.brush changes nothing before it throws, so the replay
+  // is in the same state without it), and return what p5.brush returns where a sketch can use
+  // it: frozen stand-ins for its Plot and Polygon objects, circle()'s [plot, x, y] with the start
+  // point p5.brush draws from (its second PRNG, mirrored here: seeded like p5.brush's from the
+  // render's seed, brush.seed and p5's randomSeed), arc()'s null for a zero sweep, clip()'s
+  // region. `model` mirrors the state those throws depend on, saved and restored by the sketch's
+  // push()/pop() as p5.brush's hooks do.
+  const Err = Error, imul = Math.imul, PI = Math.PI, mathCos = Math.cos, mathSin = Math.sin, mathAbs = Math.abs;
+  const charCodeAt = String.prototype.charCodeAt;
+  const BRUSH_NAMES = new Set(CONFIG.brushNames || []), FIELD_NAMES = new Set(CONFIG.fieldNames || []);
+  const model = { stroke: false, fill: false, bleed: 0.07, hatch: false, mass: false, field: false, fieldName: null,
+                  shape: -1, strokeOpen: false };
+  const SAVED = ['stroke', 'fill', 'bleed', 'hatch', 'mass', 'field', 'fieldName'];  // what p5.brush's push saves
+  const modelStack = [];
+  const LUT = 1440, COS = new Float32Array(LUT), SIN = new Float32Array(LUT);
+  for (let i = 0; i < LUT; i++) { COS[i] = mathCos(i * 2 * PI / LUT); SIN[i] = mathSin(i * 2 * PI / LUT); }
+  const lutIndex = (t) => (t < 0 ? (t >= -360 ? ~~(4 * (t + 360)) : ~~(4 * ((t %= 360) < 0 ? t + 360 : t)))
+    : t < 360 ? ~~(4 * t) : t < 720 ? ~~(4 * (t - 360)) : t < 1080 ? ~~(4 * (t - 720)) : ~~(4 * ((t %= 360) < 0 ? t + 360 : t)));
+  const makePrng = (seed) => {  // p5.brush's _makePRNG (src/core/utils.js)
+    let h = 0;
+    const text = Str(seed);
+    for (let i = 0; i < text.length; i++) {
+      h = imul(h ^ apply(charCodeAt, text, [i]), 0x9e3779b9) | 0;
+      h ^= h >>> 15;
+    }
+    h = imul(h ^ h >>> 16, 0x85ebca6b) | 0;
+    h = imul(h ^ h >>> 13, 0xc2b2ae35) | 0;
+    let q = (h ^ h >>> 16) >>> 0 || 1;
+    return () => {
+      q = q + 0x6D2B79F5 | 0;
+      let t = imul(q ^ q >>> 15, q | 1);
+      t ^= t + imul(t ^ t >>> 7, t | 61);
+      return ((t ^ t >>> 14) >>> 0) * 2.3283064365386963e-10;
+    };
+  };
+  let rng2 = makePrng('0:2');
+  const reseed = (v) => {
+    const t = typeof v;
+    if (t === 'number' || t === 'string' || t === 'boolean' || v === undefined || v === null) rng2 = makePrng(Str(v) + ':2');
+  };
+  const rr2 = (lo, hi) => lo + rng2() * (hi - lo);
+  const MIRROR_DRAWS = 2e7;  // ~0.1 s of mulberry32
+  let mirrorLeft = MIRROR_DRAWS;
+  const sketchLine = (fn) => {
+    try {
+      const sites = probe(fn, 64);
+      for (let i = 0; i < sites.length; i++) {
+        const file = Str(sites[i].getScriptNameOrSourceURL() || '');
+        if (file === 'sketch.js' || file === CONFIG.origin + '/sketch.js') {
+          return ' (sketch.js:' + sites[i].getLineNumber() + ':' + sites[i].getColumnNumber() + ')';
+        }
+      }
+    } catch (e) { /* no line */ }
+    return '';
+  };
+  const standIn = (kind) => freeze({ standIn: kind });
+  const usesRadians = () => {
+    try { return !!instance && gate.vetted(instance.angleMode, instance, []) === 'radians'; } catch (e) { return false; }
+  };
+  const noBrush = "No brush or color set. Call brush.set('brushName', color) before drawing.";
+  const BRUSH_LIST = (CONFIG.brushNames || []).join(', '), FIELD_LIST = (CONFIG.fieldNames || []).join(', ');
+  // name -> (args) => [error message or null, what the method returns, what to do once logged]
+  const BRUSH_MODEL = {
+    pick: (a) => [BRUSH_NAMES.has(a[0]) ? null : `Brush "${Str(a[0])}" not found. Available brushes: ${BRUSH_LIST}.`],
+    set: (a) => (BRUSH_NAMES.has(a[0]) ? [null, undefined, () => { model.stroke = true; }]
+      : [`Brush "${Str(a[0])}" not found. Available brushes: ${BRUSH_LIST}.`]),
+    stroke: () => [null, undefined, () => { model.stroke = true; }],
+    noStroke: () => [null, undefined, () => { model.stroke = false; }],
+    fill: () => [null, undefined, () => { model.fill = true; }],
+    noFill: () => [null, undefined, () => { model.fill = false; }],
+    fillBleed: (a) => [null, undefined, () => { model.bleed = typeof a[0] === 'number' ? (a[0] < 0 ? 0 : a[0] > 1 ? 1 : a[0]) : NaN; }],
+    hatch: () => [null, undefined, () => { model.hatch = true; }],
+    noHatch: () => [null, undefined, () => { model.hatch = false; }],
+    mass: () => [null, undefined, () => { model.mass = true; }],
+    noMass: () => [null, undefined, () => { model.mass = false; }],
+    line: () => [model.stroke ? null : noBrush],
+    flowLine: () => [model.stroke ? null : noBrush],
+    beginShape: () => [null, undefined, () => { model.shape = 0; }],
+    vertex: () => [model.shape < 0 ? 'vertex() called outside of beginShape()/endShape(). Call beginShape() first.' : null,
+                   undefined, () => { model.shape += 1; }],
+    endShape: () => [model.shape < 0 ? 'endShape() called without beginShape(). Call beginShape() first.'
+      : model.shape < 2 ? 'endShape() requires at least 2 vertices. Add more with vertex().' : null,
+                     standIn('Plot'), () => { model.shape = -1; }],
+    rect: () => [null, undefined, () => { model.shape = -1; }],  // p5.brush draws it with begin/endShape
+    beginStroke: (a) => [a[0] !== 'curve' && a[0] !== 'segments'
+      ? `beginStroke() type must be "curve" or "segments", got "${Str(a[0])}".` : null, undefined, () => { model.strokeOpen = true; }],
+    move: () => [model.strokeOpen ? null : 'move() called without beginStroke(). Call beginStroke() first.'],
+    endStroke: () => [model.strokeOpen ? null : 'endStroke() called without beginStroke(). Call beginStroke() first.',
+                      undefined, () => { model.strokeOpen = false; }],
+    spline: (a) => [!a[0] || a[0].length < 2 ? 'spline() requires at least 2 points. Each point should be [x, y, pressure].' : null,
+                    standIn('Plot')],
+    polygon: () => [null, standIn('Polygon')],
+    clip: (a) => [null, a[0]],
+    arc: (a) => {
+      const deg = (v) => (usesRadians() ? 180 * v / PI : v);
+      const sweep = ((deg(a[4]) - deg(a[3])) % 360 + 360) % 360;
+      return [null, sweep === 0 ? null : standIn('Plot')];
+    },
+    circle: (a) => {
+      // p5.brush's circle() (src/core/primitives.js): one rr2 for the start angle, two per
+      // quarter and one more when wiggled; then its fill (with bleed) and hatch draw one rr2 per
+      // pixel of the outline's length (Plot.genPol). Other filled or hatched shapes and mass draw
+      // a number this page cannot know: a circle after them gets an approximate start point.
+      const num = (v) => (typeof v === 'number' ? v : typeof v === 'string' ? +v : NaN);  // p5.brush's own coercion
+      const r = num(a[2]), wiggle = a[3], arcLength = PI * r;
+      const angle = rr2(0, 360);
+      let length = 0;
+      for (let i = 0; i < 4; i++) {
+        if (wiggle) rng2();
+        length += (arcLength / 2) * (wiggle ? 1 + wiggle * 0.2 * rng2() : 1);
+      }
+      if (wiggle) length += mathAbs(wiggle * ~~rr2(-5, 5)) * (PI / 180) * r;
+      const value = freeze([standIn('Plot'), num(a[0]) - r * SIN[lutIndex(angle)], num(a[1]) - r * COS[lutIndex(-angle)]]);
+      const steps = Math.round(length);
+      const draws = (model.fill && !(model.bleed < 0.06) ? steps : 0) + (model.hatch ? steps : 0);
+      return [null, value, () => {
+        // at most MIRROR_DRAWS in all (a radius past the log's number bound is refused anyway):
+        // past it, later start points are approximate, and the page never spins on a huge circle
+        if (!(draws <= mirrorLeft)) { mirrorLeft = 0; return; }
+        mirrorLeft -= draws;
+        for (let i = 0; i < draws; i++) rng2();
+      }];
+    },
+    field: (a) => [FIELD_NAMES.has(a[0]) ? null : `Field "${Str(a[0])}" does not exist. Available fields: ${FIELD_LIST}.`,
+                   undefined, () => { model.field = true; model.fieldName = a[0]; }],
+    noField: () => [null, undefined, () => { model.field = false; }],
+    wiggle: () => [null, undefined, () => { model.field = true; model.fieldName = 'hand'; }],
+    refreshField: () => [model.field && model.fieldName ? null
+      : "No field is currently active. Call brush.field('name') to activate one before refreshing."],
+    seed: (a) => [null, undefined, () => reseed(a[0])],
+  };
+  // p5's push/pop/randomSeed as p5.brush's hooks see them (called for the sketch's own calls)
+  const modelP5 = (key, args) => {
+    if (key === 'push') {
+      const t = {};
+      for (let i = 0; i < SAVED.length; i++) t[SAVED[i]] = model[SAVED[i]];
+      modelStack[modelStack.length] = t;
+    } else if (key === 'pop' && modelStack.length) {
+      const t = modelStack[modelStack.length - 1];
+      modelStack.length -= 1;
+      for (let i = 0; i < SAVED.length; i++) model[SAVED[i]] = t[SAVED[i]];
+    } else if (key === 'randomSeed') {
+      reseed(args[0]);
+    }
+  };
+  const brushStub = (key) => {
+    const rule = BRUSH_MODEL[key];
+    const stub = function () {
+      const args = arguments;
+      const out = rule ? rule(args) : [null];
+      if (out[0] !== null && out[0] !== undefined) throw new Err(out[0] + sketchLine(stub));
+      record('brush', key, args);
+      if (out[2]) out[2]();
+      return out[1];
+    };
+    return stub;
+  };
+
   // -- wrapping -------------------------------------------------------------------------------------
   // A guard refuses the sketch's calls; an entry (an allowlisted p5 function, a brush method) is
   // always allowed, but its arguments may not smuggle native functions (a bound `text` as a
@@ -355,7 +516,10 @@
       const check = entryCheck(name);
       return (args, self, w) => {
         const out = check(args, self, w);
-        if (out !== gate.SKIP && sketchCalled(w)) record('p5', key, out);
+        if (out !== gate.SKIP && sketchCalled(w)) {
+          record('p5', key, out);
+          modelP5(key, out);
+        }
         return out;
       };
     }
@@ -409,16 +573,14 @@
     p5Ref = G.p5;
     if (RECORD) {
       // A record page does not load p5.brush: `brush` is an object of recording stubs, one per
-      // export of the installed p5.brush (CONFIG.brushExports). Each returns undefined, which is
-      // why render.calllog replays only p5.brush's void methods.
+      // export of the installed p5.brush (CONFIG.brushExports), which throw and return as
+      // p5.brush does (brushStub, BRUSH_MODEL above).
       // A method the replay cannot run (a class, one that returns a value) ends the render at
       // once: the log is refused with invalid_call, where going on with the undefined it returned
       // would only end in a TypeError.
       const stubs = {}, replayable = new Set(CONFIG.replayableBrush);
       for (const key of CONFIG.brushExports) {
-        stubs[key] = replayable.has(key)
-          ? function () { record('brush', key, arguments); }
-          : function () { record('brush', key, arguments); finish(); };
+        stubs[key] = replayable.has(key) ? brushStub(key) : function () { record('brush', key, arguments); finish(); };
       }
       defineProperty(G, 'brush', { value: stubs, writable: false, enumerable: true, configurable: false });
     }
@@ -427,7 +589,7 @@
     // p5.brush drew its PRNG and noise seeds from Math.random at load (seed 0); draw them again
     // (a record page draws the same two numbers, so the sketch's own stream is the same).
     if (RECORD) {
-      Math.random();
+      reseed(Math.random());  // brush.seed(Math.random()) of a page with p5.brush
       Math.random();
     } else if (b && typeof b.seed === 'function' && typeof b.noiseSeed === 'function') {
       b.seed(Math.random());

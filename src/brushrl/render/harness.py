@@ -160,7 +160,8 @@ def harness_config(binding: str, record: bool = False) -> dict:
     the page into a record page (``brushrl.render.calllog``)."""
     from brushrl.gate.policy import ALLOWED_JS_GLOBALS, ALLOWED_P5_GLOBALS, P5_ENTRY_POINTS
     from brushrl.gate.names import load_js_names
-    from brushrl.render.calllog import RECORDED_P5, RECORDED_RENDERER, REPLAYABLE_BRUSH, Bounds
+    from brushrl.render.calllog import (BRUSH_FIELDS, BRUSH_NAMES, RECORDED_P5, RECORDED_RENDERER, REPLAYABLE_BRUSH,
+                                        Bounds)
 
     return {
         "binding": binding,
@@ -173,6 +174,9 @@ def harness_config(binding: str, record: bool = False) -> dict:
         "recordRenderer": sorted(RECORDED_RENDERER),
         "brushExports": sorted(load_js_names().brush_exports),
         "replayableBrush": sorted(REPLAYABLE_BRUSH),
+        # p5.brush's own lists, in its order (the messages of its throws name them)
+        "brushNames": list(BRUSH_NAMES),
+        "fieldNames": list(BRUSH_FIELDS),
         # one more than the validator admits, so an overfull log is rejected by the validator
         "maxLog": Bounds().max_entries + 1,
     }

@@ -25,6 +25,25 @@ from brushrl.render.harness import ORIGIN, SKETCH_PATH, START_PATH, csp, page_ht
 
 MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
 
+#: DevTools issues (``Audits.issueAdded``) that say the page was stopped doing something, by code,
+#: with the word its refusal starts with.
+BLOCKING_ISSUES = {
+    "ContentSecurityPolicyIssue": "csp issue",
+    "BlockedByResponseIssue": "blocked response",
+    "MixedContentIssue": "mixed content",
+    "CorsIssue": "cors",
+    "SharedArrayBufferIssue": "shared array buffer",
+}
+
+
+def _line(location) -> str:
+    """`` at sketch.js:LINE`` for a DevTools source location (0-based line) in a script, else ''."""
+    if not isinstance(location, dict) or not location.get("url"):
+        return ""
+    name = str(location["url"]).rsplit("/", 1)[-1]
+    line = location.get("lineNumber")
+    return f" at {name}:{int(line) + 1}" if isinstance(line, int) else f" in {name}"
+
 
 class SketchPage:
     """A browser context with one page on the harness document, waiting for its sketch.
@@ -59,6 +78,8 @@ class SketchPage:
         self._assets = assets
         self._held: dict[str, object] = {}  # START_PATH / SKETCH_PATH requests waiting for deliver
         self._scripts: dict[str, bytes] | None = None  # their bodies, once delivered
+        self._closing = False  # set by close(): what the page does while it goes is not the sketch's
+        self._cdp = None
         nonce = secrets.token_urlsafe(18)
         binding = "__brushrl_report_" + secrets.token_hex(8)
         self._doc = page_html(nonce, binding, kind).encode()
@@ -78,6 +99,8 @@ class SketchPage:
             self.page.on("dialog", self._dialog)
             self.page.on("download", lambda d: self.refuse(f"download {d.url}"))
             self.page.on("framenavigated", self._navigated)
+            if kind in ("direct", "record"):  # pages that run sketch code
+                self._watch()
             self.page.goto(ORIGIN + "/", wait_until="commit", timeout=timeout_ms)
         except BaseException:
             self.close()
@@ -117,9 +140,61 @@ class SketchPage:
     def close(self) -> None:
         """Close the context; this also kills a page stuck in a loop. Raises Playwright's error if
         even that fails (the caller relaunches the browser)."""
+        self._closing = True
         self.context.close()
 
     # -- what the page asks for and does ---------------------------------------------------------------
+    def _watch(self) -> None:
+        """Catch what the sketch attempted even when it failed quietly (a ``try/catch`` around a
+        blocked ``fetch``, a ``Function`` built at run time, a socket or worker the CSP refused): the
+        page's websockets, workers and failed requests through Playwright, and over a DevTools
+        session of the driver's own, out of the sketch's reach, the page's Content-Security-Policy
+        and blocked-request issues (``Audits.issueAdded``, with the sketch's line where Chromium
+        knows it) and every navigation a frame asks for (``Page.frameRequestedNavigation``). Each is
+        a refusal (``refused``): the runtime gate fails the sketch with ``sandbox_violation``."""
+        self.page.on("websocket", lambda ws: self.refuse(f"websocket {ws.url}"))
+        self.page.on("worker", lambda w: self.refuse(f"worker {w.url}"))
+        self.page.on("requestfailed", self._request_failed)
+        cdp = self.context.new_cdp_session(self.page)
+        cdp.on("Audits.issueAdded", self._issue)
+        for event in ("Page.frameRequestedNavigation", "Page.frameScheduledNavigation"):
+            cdp.on(event, self._navigation_requested)
+        cdp.send("Page.enable")
+        cdp.send("Audits.enable")
+        self._cdp = cdp
+
+    def _request_failed(self, request) -> None:
+        if self._closing:
+            return
+        url = request.url
+        if url.startswith("data:") or request.failure == "net::ERR_BLOCKED_BY_CLIENT":
+            return  # a data URL never leaves the page; the route's own abort is refused already
+        self.refuse(f"request {request.method} {url} failed: {request.failure or '?'}")
+
+    def _issue(self, params: dict) -> None:
+        if self._closing:
+            return
+        issue = (params or {}).get("issue") or {}
+        code = str(issue.get("code", ""))
+        if code not in BLOCKING_ISSUES:
+            return
+        details = next(iter((issue.get("details") or {}).values()), None) or {}
+        target = (details.get("blockedURL") or (details.get("request") or {}).get("url")
+                  or details.get("violatedDirective") or "")
+        kind = details.get("contentSecurityPolicyViolationType") or details.get("reason") or ""
+        if kind == "kEvalViolation":
+            target = "a string run as code (eval, Function, a string timer)"
+        directive = details.get("violatedDirective") or ""
+        self.refuse(f"{BLOCKING_ISSUES[code]} {directive} {kind} {target}{_line(details.get('sourceCodeLocation'))}"
+                    .replace("  ", " "))
+
+    def _navigation_requested(self, params: dict) -> None:
+        if self._closing:
+            return
+        url = str((params or {}).get("url", ""))
+        if url != ORIGIN + "/":
+            self.refuse(f"navigation requested {url} ({(params or {}).get('reason', '?')})")
+
     def _route(self, route) -> None:
         url = route.request.url
         path = urlsplit(url).path if url.startswith(ORIGIN + "/") else None
