@@ -510,28 +510,23 @@ class ValueKinds:
         return False
 
 
-def _own_this(fn: Node) -> list[Node]:
-    """The ``this`` nodes of a function's own body (arrows included, not nested non-arrow
-    functions or classes)."""
-    found, stack = [], list(fn.children)
+def _this_nodes(roots: list[Node]):
+    """Yield the ``this`` nodes under ``roots`` that belong to their function (arrows included,
+    not nested non-arrow functions or classes)."""
+    stack = [r for r in roots if r is not None]
     while stack:
         node = stack.pop()
         if node.type == "this":
-            found.append(node)
+            yield node
         elif node.type not in _NON_ARROW and node.type not in ("class", "class_declaration"):
             stack.extend(node.children)
-    return found
+
+
+def _own_this(fn: Node) -> list[Node]:
+    """The ``this`` nodes of a function's own parameters and body."""
+    return list(_this_nodes(fn.children))
 
 
 def function_uses_this(fn: Node) -> bool:
     """Whether a function's own body (not nested non-arrow functions or classes) uses ``this``."""
-    body = fn.child_by_field_name("body")
-    stack = [body] if body is not None else []
-    while stack:
-        node = stack.pop()
-        if node.type == "this":
-            return True
-        if node.type in _NON_ARROW or node.type in ("class", "class_declaration"):
-            continue
-        stack.extend(node.children)
-    return False
+    return next(_this_nodes([fn.child_by_field_name("body")]), None) is not None
