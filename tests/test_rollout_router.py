@@ -157,6 +157,11 @@ def test_router_balances_broadcasts_and_names_the_failing_replica(local_ray):
     assert ray.get(router.replicas.remote()) == 2
     # Four groups at once while no replica answers: two each (fewest in flight, ties round-robin).
     refs = [router.generate.remote([f"p{i}"], 2, i) for i in range(4)]
+    # The gates open only once the router holds all four (under load its calls arrive late).
+    deadline = time.monotonic() + 300
+    while sum(ray.get(router.routing_stats.remote())["in_flight"]) < 4:
+        assert time.monotonic() < deadline, ray.get(router.routing_stats.remote())
+        time.sleep(0.05)
     ray.get([f.open.remote() for f in fakes])
     groups = [ray.get(r)[0] for r in refs]
     served = [int(g[0].text) for g in groups]
