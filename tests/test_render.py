@@ -25,6 +25,7 @@ from brushrl.render import Renderer, find_js_dir, paint_fraction
 from brushrl.render.bench import HEAVY, SKELETON, pixel_diff
 from brushrl.render.pool import RenderPool
 from brushrl.ray_setup import start_local_ray
+from brushrl.types import RenderResult
 
 SIZE = 600
 
@@ -258,8 +259,8 @@ def test_deadline_before_the_sketch_starts_is_infra_not_the_sketchs_fault():
 
 
 def test_a_driver_call_that_never_returns_kills_the_browser_and_is_infra(monkeypatch):
-    """A Playwright call with no timeout that the browser never answers (here an evaluate of a
-    promise that never settles, in place of a stuck DevTools ``send``) is cut by the hang guard:
+    """A Playwright call with no timeout that the browser never answers (here a DevTools send
+    awaiting a promise that never settles) is cut by the hang guard:
     the browser is killed, the attempt is ``infra`` (retried once in a relaunched browser, which
     hangs too), and the renderer paints the next sketch."""
     import brushrl.render.browser as B
@@ -269,12 +270,54 @@ def test_a_driver_call_that_never_returns_kills_the_browser_and_is_infra(monkeyp
     monkeypatch.setattr(B, "HANG_GRACE_S", 1.0)
     with Renderer(spare_page=False) as renderer:
         monkeypatch.setattr(SketchPage, "deliver",
-                            lambda self, *a: self.page.evaluate("new Promise(() => {})"))
+                            lambda self, *a: self._cdp.send("Runtime.evaluate", {
+                                "expression": "new Promise(() => {})", "awaitPromise": True}))
         res = renderer.render(BLANK, 0, SIZE, 5, 1)
         assert res.status == "infra" and res.detail.startswith("browser hung"), res.detail
         assert res.attempts == 2
         monkeypatch.setattr(SketchPage, "deliver", deliver)
         ok(renderer.render(BLANK, 0, SIZE, 30, 1))
+
+
+def test_the_report_channel_takes_only_the_harnesss_bounded_json_from_its_own_context(renderer):
+    """Reports reach the driver as strings over a DevTools binding: the first pins the harness's
+    execution context; one from another context, longer than the cap, not JSON, nested past
+    Python's recursion limit or not an object is refused unparsed and never becomes an event."""
+    from brushrl.render.harness import MAX_REPORT_CHARS
+    from brushrl.render.page import SketchPage
+
+    page = SketchPage(renderer._browser, renderer._assets, SIZE, timeout_ms=30_000)
+    try:
+        page.deliver(BLANK, 0)
+        deadline = time.monotonic() + 60
+        while not page.done() and time.monotonic() < deadline:
+            page.page.wait_for_timeout(50)
+        assert page.done() is not None and page.refused == []
+        name, world = page._binding, page._world
+        assert world is not None
+        events = list(page.events)
+        for payload, ctx, why in [
+            ('{"phase": "done"}', world + 1, "another execution context"),
+            ("x" * (MAX_REPORT_CHARS + 1), world, "characters (cap"),
+            ("{not json", world, "malformed"),
+            ("[" * 100_000 + "]" * 100_000, world, "malformed"),
+            ("[1, 2]", world, "not an object"),
+        ]:
+            page._report({"name": name, "payload": payload, "executionContextId": ctx})
+            assert why in page.refused[-1], (why, page.refused[-1][:120])
+        assert page.events == events
+    finally:
+        page.close()
+
+
+def test_a_replay_page_that_crashes_twice_is_the_sketchs_error_not_infra():
+    """The second-crash rule reads through the replay's ``replay: `` prefix: a replayed log that
+    kills its page twice (its program is the sketch's) is not an infrastructure failure."""
+    from brushrl.render.browser import _CRASH, _crashed
+
+    assert _crashed(RenderResult("infra", detail=f"replay: {_CRASH}: Target crashed"))
+    assert _crashed(RenderResult("infra", detail=f"{_CRASH}: Target crashed"))
+    assert not _crashed(RenderResult("infra", detail="replay: playwright error: gone"))
 
 
 def _descendants(pid: int, skip: set[int] = frozenset()) -> set[int]:

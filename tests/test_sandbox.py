@@ -100,7 +100,9 @@ def test_corpus_is_labelled_and_covers_every_class():
         if not label["hostile"]:
             assert label["static"] == label["runtime"] == "pass", name
         else:
-            assert label["static"] != "pass" or label["runtime"] == "pass", name
+            # What the static gate lets through is laundered by the replay (pass) or stopped by a
+            # runtime budget, which no static check can count (values a call references).
+            assert label["static"] != "pass" or label["runtime"] in ("pass", "work_budget"), name
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -55,6 +55,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from brushrl.config import RenderConfig
+from brushrl.gate import reasons as R
 from brushrl.render.calllog import MAX_ABS, Bounds, CallLogRejected, replay_program, validate_log
 from brushrl.render.harness import harness_digest, load_assets
 from brushrl.render.page import MAX_CHARS, SketchPage
@@ -364,10 +365,10 @@ class Renderer:
         for _ in range(max(1, attempts)):
             result = attempt()
             if result.status == "infra":
-                crashed = result.detail.startswith(_CRASH)
+                crashed = _crashed(result)
                 self._safe_relaunch(result)
                 result = attempt()
-                if result.status == "infra" and crashed and result.detail.startswith(_CRASH):
+                if result.status == "infra" and crashed and _crashed(result):
                     result.status = "error"
                     result.js_errors.append("the page's renderer process crashed twice")
                 if result.status == "infra":
@@ -432,6 +433,8 @@ class Renderer:
             return rec
         t0 = time.monotonic()
         try:
+            if state.get("over"):  # the harness stopped recording at the value budget
+                raise CallLogRejected(R.WORK_BUDGET, str(state["over"])[:MAX_CHARS])
             calls = validate_log(state.get("log"), Bounds(max_abs=max(MAX_ABS, 10.0 * size)))
         except CallLogRejected as exc:
             rec.status, rec.rejected, rec.detail = "error", exc.code, exc.detail
@@ -587,6 +590,12 @@ class Renderer:
                 self._relaunch()
             except PlaywrightError:
                 pass  # the next attempt reports infra
+
+
+def _crashed(result: RenderResult) -> bool:
+    """Whether an ``infra`` result is a crash of the page's renderer process, on the sketch's page
+    or on the replay page (whose details start ``replay: ``): its program is the sketch's log."""
+    return result.detail.removeprefix("replay: ").startswith(_CRASH)
 
 
 def _calls(logged: dict[str, int], counted: dict[str, int]) -> dict[str, int]:

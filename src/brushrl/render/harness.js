@@ -52,11 +52,21 @@
   /*PRNG*/
   for (const k of ['RTCPeerConnection', 'webkitRTCPeerConnection', 'RTCDataChannel']) delete G[k];
 
-  // The page pushes to Python through a binding with a per-render name, taken off window here.
-  // Playwright's binding calls window functions of its own; through gate.vetted they are vetted.
+  // The page pushes to Python through a DevTools binding with a per-render name (render.page
+  // SketchPage._channel), taken off window here: a native function of one string, which only the
+  // harness holds. Reports are JSON text no longer than CONFIG.maxReport (a longer one is replaced
+  // by an error), written with the JSON.stringify taken above from the harness's own plain data.
   const reportBinding = G[binding];
   delete G[binding];
-  const report = (event) => gate.vetted(reportBinding, G, [event]);
+  const MAX_REPORT = CONFIG.maxReport;
+  const report = (event) => {
+    let text = jsonStringify(event);
+    if (text.length > MAX_REPORT) {
+      text = jsonStringify({ phase: event.phase, errors: ['the ' + event.phase + ' report is ' + text.length
+        + ' characters, over the cap of ' + MAX_REPORT], frames: 0, calls: {}, forbidden: {}, draw_s: 0, sketch_s: 0 });
+    }
+    apply(reportBinding, G, [text]);
+  };
   const errors = [], calls = create(null), forbidden = create(null);
   // Record mode (CONFIG.record): brush methods only record, p5's recorded calls (CONFIG.recordP5)
   // record and run; the done report carries the log, and nothing is captured (render.calllog).
@@ -104,10 +114,10 @@
     for (let i = 0; i < sites.length; i++) {
       const file = sites[i].getScriptNameOrSourceURL();
       if (!file) {
-        // A built-in has no line; code without a URL is the driver's (Playwright's binding): the
-        // sketch cannot make any (the CSP has no unsafe-eval, no inline handlers).
+        // A built-in has no line. Code without a URL is no script of the page's (the CSP has no
+        // unsafe-eval, no inline handlers; the driver never evaluates here): unknown, refused.
         if (sites[i].getLineNumber() === null) continue;
-        return false;
+        return true;
       }
       if (file === GATE) return false;  // under a vetted call
       if (file !== LIBRARY[0] && file !== LIBRARY[1]) return true;  // the sketch, or harness code on its behalf
@@ -157,6 +167,7 @@
   const isArray = Array.isArray, objectProto = Object.prototype, numberIsFinite = Number.isFinite;
   let colorProto = null, vectorProto = null, colorArray = null;
   const enc = (v, depth) => {
+    if (++values > MAX_VALUES) throw OVER;
     try {
       const t = typeof v;
       if (t === 'number') return numberIsFinite(v) ? v : { $: 'nonfinite' };
@@ -173,26 +184,51 @@
       const proto = getPrototypeOf(v);
       if (colorProto && proto === colorProto) {
         // p5's getter, called as a vetted call: it clones with window.structuredClone, which
-        // would otherwise look like the sketch's call (a harness frame is below it)
+        // would otherwise look like the sketch's call (a harness frame is below it). It calls
+        // this._getRGBA(): a colour with methods or accessors of its own would run the sketch's
+        // code as vetted, so such a colour is not read. The one own function p5 itself gives a
+        // colour is `_initialize`, its lazy constructor (p5 2.x Color: called once by the `_color`
+        // getter, then undefined); a sketch's replacement runs as the sketch's innermost frame,
+        // where every guarded call is refused as it is in draw().
+        const ks = getOwnPropertyNames(v);
+        for (let i = 0; i < ks.length; i++) {
+          const d = getOwnPropertyDescriptor(v, ks[i]);
+          if (!d || d.get || d.set || (typeof d.value === 'function' && ks[i] !== '_initialize')) {
+            return { $: 'unsupported', v: 'colour with own methods' };
+          }
+        }
         const a = gate.vetted(colorArray, v, []);
         return { $: 'color', v: [enc(a[0], 9), enc(a[1], 9), enc(a[2], 9), enc(a[3], 9)] };
       }
       if (vectorProto && proto === vectorProto) return { $: 'vector', v: [enc(v.x, 9), enc(v.y, 9), enc(v.z, 9)] };
       if (proto === objectProto) {
-        const out = {}, ks = getOwnPropertyNames(v);
+        const out = create(null), ks = getOwnPropertyNames(v);  // a key '__proto__' stays a key
         if (ks.length > 32) return { $: 'unsupported', v: 'object of ' + ks.length + ' keys' };
         for (let i = 0; i < ks.length; i++) out[ks[i]] = enc(v[ks[i]], depth + 1);
         return { $: 'object', v: out };
       }
       return { $: 'unsupported', v: 'object' };
     } catch (e) {
+      if (e === OVER) throw e;
       return { $: 'unsupported', v: 'threw' };
     }
   };
+  // The log's value budget (calllog.Bounds.max_values), counted here as Python counts it (one a
+  // value, container or tag): a sketch that passes the same 10,000-number row 600 times ends at
+  // once with `over` (work_budget), and never ships millions of values to Python.
+  const MAX_VALUES = CONFIG.maxValues || 0, OVER = {};
+  let values = 0, over = null;
   const record = (target, name, args) => {
-    if (log.length >= MAX_LOG) return;
+    if (over !== null || log.length >= MAX_LOG) return;
     const out = [];
-    for (let i = 0; i < args.length; i++) apply(arrayPush, out, [enc(args[i], 0)]);
+    try {
+      for (let i = 0; i < args.length; i++) apply(arrayPush, out, [enc(args[i], 0)]);
+    } catch (e) {
+      if (e !== OVER) throw e;
+      over = 'more than ' + MAX_VALUES + ' argument values';
+      finish();
+      return;
+    }
     apply(arrayPush, log, [[target, name, out]]);
   };
 
@@ -491,7 +527,7 @@
     try { if (!errors.length) shot = capture(); } catch (e) { apply(arrayPush, errors, ['capture failed: ' + say(e)]); }
     const t = now();
     report({ phase: 'done', errors: errors.slice(0, 20), png: shot && shot.png, canvas: shot && shot.png ? [shot.width, shot.height] : null,
-             capture: shot && shot.why, log: RECORD ? log : null,
+             capture: shot && shot.why, log: RECORD && over === null ? log : null, over,
              frames, calls, forbidden, draw_s: (t - t0) / 1000, sketch_s: (t - tSketch) / 1000 });
   };
   apply(addListener, G, ['error', (e) => {

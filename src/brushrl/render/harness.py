@@ -155,6 +155,12 @@ def _inline(js: str) -> str:
     return js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
 
+#: Longest report a page sends, characters (JSON text): the harness replaces a longer one with an
+#: error, and the driver refuses one longer unread (``page.SketchPage._report``). A 2048-pixel
+#: PNG as a data URL is at most ~22 MB; a record page's log at its value budget a few MB.
+MAX_REPORT_CHARS = 48_000_000
+
+
 def harness_config(binding: str, record: bool = False) -> dict:
     """The ``CONFIG`` object of ``harness.js`` for one page (JSON-serialisable); ``record`` turns
     the page into a record page (``brushrl.render.calllog``)."""
@@ -179,6 +185,8 @@ def harness_config(binding: str, record: bool = False) -> dict:
         "fieldNames": list(BRUSH_FIELDS),
         # one more than the validator admits, so an overfull log is rejected by the validator
         "maxLog": Bounds().max_entries + 1,
+        "maxValues": Bounds().max_values,
+        "maxReport": MAX_REPORT_CHARS,
     }
 
 

@@ -15,13 +15,14 @@ One page, one sketch: after ``deliver`` neither script is served again (a sketch
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from urllib.parse import urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
 
-from brushrl.render.harness import ORIGIN, SKETCH_PATH, START_PATH, csp, page_html, sketch_js, start_js
+from brushrl.render.harness import MAX_REPORT_CHARS, ORIGIN, SKETCH_PATH, START_PATH, csp, page_html, sketch_js, start_js
 
 MAX_CONSOLE, MAX_CHARS, MAX_REFUSED = 20, 300, 50
 
@@ -80,8 +81,11 @@ class SketchPage:
         self._scripts: dict[str, bytes] | None = None  # their bodies, once delivered
         self._closing = False  # set by close(): what the page does while it goes is not the sketch's
         self._cdp = None
+        self._binding: str | None = None
+        self._world: int | None = None  # the execution context the harness reports from
         nonce = secrets.token_urlsafe(18)
         binding = "__brushrl_report_" + secrets.token_hex(8)
+        self._binding = binding
         self._doc = page_html(nonce, binding, kind).encode()
         self._headers = {"Content-Security-Policy": csp(nonce), "Cache-Control": "no-store"}
         self.context = browser.new_context(
@@ -90,8 +94,6 @@ class SketchPage:
         )
         try:
             self.context.route("**/*", self._route)
-            self.context.expose_binding(binding, lambda _source, event: self.events.append(
-                {**event, "_t": time.monotonic()}))
             self.page = self.context.new_page()
             self.context.on("page", self._popup)  # registered after our own page: every later one is a popup
             self.page.on("console", self._console)
@@ -99,6 +101,7 @@ class SketchPage:
             self.page.on("dialog", self._dialog)
             self.page.on("download", lambda d: self.refuse(f"download {d.url}"))
             self.page.on("framenavigated", self._navigated)
+            self._channel(binding)
             if kind in ("direct", "record"):  # pages that run sketch code
                 self._watch()
             self.page.goto(ORIGIN + "/", wait_until="commit", timeout=timeout_ms)
@@ -155,13 +158,52 @@ class SketchPage:
         self.page.on("websocket", lambda ws: self.refuse(f"websocket {ws.url}"))
         self.page.on("worker", lambda w: self.refuse(f"worker {w.url}"))
         self.page.on("requestfailed", self._request_failed)
-        cdp = self.context.new_cdp_session(self.page)
+        cdp = self._cdp
         cdp.on("Audits.issueAdded", self._issue)
         for event in ("Page.frameRequestedNavigation", "Page.frameScheduledNavigation"):
             cdp.on(event, self._navigation_requested)
         cdp.send("Page.enable")
         cdp.send("Audits.enable")
+
+    def _channel(self, binding: str) -> None:
+        """The harness's report channel, out of the sketch's reach: a DevTools binding of the
+        driver's own session (``Runtime.addBinding``), a native function that takes one string and
+        that the harness takes off ``window`` before any other script runs. Unlike Playwright's
+        ``expose_binding`` it puts no controller object in the page for the sketch to call or
+        shadow, and what arrives is a string, bounded (``MAX_REPORT_CHARS``) before it is parsed.
+        The first report comes from the harness (before the sketch runs) and pins its execution
+        context; a report from any other context is refused (``_report``)."""
+        cdp = self.context.new_cdp_session(self.page)
         self._cdp = cdp
+        cdp.on("Runtime.bindingCalled", self._report)
+        cdp.send("Runtime.enable")  # Chromium sends bindingCalled only to a session with Runtime on
+        cdp.send("Runtime.addBinding", {"name": binding})
+
+    def _report(self, params: dict) -> None:
+        """One report: a JSON object from the harness (``harness.js`` / ``replay.js``), kept in
+        ``events``; anything else (too long, not JSON, too deep, not an object, from another
+        execution context) is a refusal, never parsed further."""
+        if (params or {}).get("name") != self._binding or self._closing:
+            return
+        world, payload = params.get("executionContextId"), params.get("payload")
+        if self._world is None:
+            self._world = world
+        if world != self._world:
+            self.refuse(f"a report from another execution context ({world})")
+            return
+        if not isinstance(payload, str) or len(payload) > MAX_REPORT_CHARS:
+            self.refuse(f"a report of {len(payload) if isinstance(payload, str) else '?'} characters "
+                        f"(cap {MAX_REPORT_CHARS})")
+            return
+        try:
+            event = json.loads(payload)
+        except (ValueError, RecursionError) as exc:
+            self.refuse(f"a malformed report: {str(exc)[:80]}")
+            return
+        if not isinstance(event, dict):
+            self.refuse("a report that is not an object")
+            return
+        self.events.append({**event, "_t": time.monotonic()})
 
     def _request_failed(self, request) -> None:
         if self._closing:

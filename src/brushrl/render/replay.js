@@ -10,8 +10,9 @@
 (() => {
   'use strict';
   const G = window;
-  const report = G[CONFIG.binding];
+  const binding = G[CONFIG.binding];  // a DevTools binding of one string (render.page SketchPage._channel)
   delete G[CONFIG.binding];
+  const report = (event) => binding(JSON.stringify(event));
   const perf = G.performance;
   const now = () => perf.now();
   /*PRNG*/
