@@ -292,11 +292,13 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
 
 
 @pytest.mark.slow
-def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
+def test_two_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
     """``learner.strategy: deepspeed``: two ZeRO-3 workers on gloo train behind the one learner the
     driver sees; every artefact is written and each checkpoint holds both ranks' shards. Runs in the
-    module's cluster (new actors: the earlier runs killed theirs)."""
-    overrides = small_overrides(tmp_path, steps=3) | {
+    module's cluster (new actors: the earlier runs killed theirs). Two steps: both checkpoints
+    hold both ranks' shards; a third step asserted nothing new and took a third of the test's 805 s
+    in CI's run of stop 43."""
+    overrides = small_overrides(tmp_path, steps=2) | {
         "learner.strategy": "deepspeed", "learner.workers": 2, "learner.deepspeed": {"zero_stage": 3}}
     log = io.StringIO()
     gallery = Trainer(load_config(ROOT / "configs/local.yaml", overrides), log=log).run()
@@ -304,11 +306,11 @@ def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
     assert "[brushrl] learner: deepspeed ZeRO-3 x 2 workers (gloo)" in log.getvalue(), log.getvalue()[-3000:]
     assert "data-state='finished'" in gallery.read_text()
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert [m["step"] for m in metrics] == [1, 2]
     assert all(m["time/update_s"] > 0 for m in metrics)
-    assert set(pd.read_parquet(run / "rollouts.parquet")["step"]) == {1, 2, 3}
+    assert set(pd.read_parquet(run / "rollouts.parquet")["step"]) == {1, 2}
     assert list((run / "png").rglob("*.png")), "no painting was rendered"
-    for step in (1, 2, 3):
+    for step in (1, 2):
         ckpt = run / "checkpoints" / f"step_{step:04d}"
         files = {p.name for p in ckpt.rglob("*") if p.is_file()}
         assert {"trainer_state.json", "adapter_model.safetensors", "learner_state.pt", "rng_rank001.pt",
@@ -316,7 +318,7 @@ def test_three_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
     # one optimizer step per step with an accepted group (a group where the memorised policy failed
     # or passed every sample has no variance and is filtered): at least one, and the checkpoint agrees
     trained = sum(1 for m in metrics if m.get("groups/accepted", 0) > 0)
-    state = json.loads((run / "checkpoints" / "step_0003" / "trainer_state.json").read_text())
+    state = json.loads((run / "checkpoints" / "step_0002" / "trainer_state.json").read_text())
     assert trained >= 1 and state["policy_version"] == trained, (trained, state)
 
 
