@@ -457,6 +457,7 @@ def test_cli_renders_and_prints_one_json_object(tmp_path):
     assert record["verdict"] == "pass" and record["png"] == str(out) and record["paint_fraction"] > 0.02
     assert record["brush_calls"]["vertex"] == 4 and record["cpu_s"] > 0 and record["actor_id"] == "local"
     assert record["static_gate"] == "pass" and record["stage"] == "runtime"
+    assert record["text"] == []  # render.text_scan (on by default) read the painting: no words
     assert Image.open(out).size == (SIZE, SIZE)
     # The static gate rejects nope() (disallowed_global): --no-gate renders it anyway and says so.
     sketch.write_text("function setup() { createCanvas(600, 600, WEBGL); nope(); }")

@@ -14,6 +14,7 @@ _BENCH_MODULES = {
     "render": "brushrl.perf.render_benchmark",  # render farm: latency, CPU, throughput, determinism
     "pipeline": "brushrl.orchestrator.bench",  # training steps/hour, sync vs async
     "replay": "brushrl.render.replay_bench",  # record + validate + replay vs the direct and bare paths
+    "text": "brushrl.render.text_bench",  # the text scan: stroke lettering flagged, honest paintings not
 }
 
 

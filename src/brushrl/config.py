@@ -295,6 +295,14 @@ class RenderConfig(_Section):
     boundary"). ``direct``: the canvas the sketch painted itself is captured (defended only by the
     in-page harness and the static gate)."""
 
+    text_scan: bool = True
+    """Read every painted PNG for text on the renderer (RapidOCR, ``brushrl.render.text``; ~0.05 s
+    a painting on one core, ~160 MiB resident once per renderer process), so the gate can fail letters built from allowed strokes as
+    ``text_in_painting``. False leaves ``RenderResult.text`` None and that check off."""
+    text_scan_side: int = Field(300, ge=64, le=2048)
+    """Side in pixels the PNG is resized to before it is read (300 reads 32-px letters on a 600-px
+    canvas; docs/reward.md "Text in strokes")."""
+
     @field_validator("network_isolation", mode="before")
     @classmethod
     def _no_silent_fallback(cls, value):
@@ -313,6 +321,12 @@ class GateConfig(_Section):
     """Fail real brush methods outside the whitelist as ``not_whitelisted``."""
     min_paint_fraction: float = Field(0.005, ge=0, le=1)
     """Painted share of the canvas below which it is ``blank_canvas`` (HF reproduction: 0.5%)."""
+    text_min_confidence: float = Field(0.6, ge=0, le=1)
+    """A text line read from the painting (``render.text_scan``) counts at this OCR confidence or
+    above (probe: stroke lettering read at 0.67-0.86; honest paintings gave no line at all)."""
+    text_min_chars: int = Field(3, ge=1)
+    """... and with at least this many Latin letters or digits, two of them letters: a painting
+    that reads as a word is ``text_in_painting``."""
 
 
 class LengthConfig(_Section):

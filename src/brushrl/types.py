@@ -125,6 +125,9 @@ class RenderResult:
     rejected: str = ""
     """The reason code when the sketch's call log could not be replayed (``invalid_call``,
     ``work_budget``: ``brushrl.render.calllog``; status ``error``, why in ``detail``), else ``""``."""
+    text: list[tuple[str, float]] | None = None
+    """Text lines read from the PNG, ``[(text, confidence in [0, 1])]`` (``brushrl.render.text``,
+    ``render.text_scan``); ``[]`` when none were found, None when the PNG was not read."""
 
 
 @dataclass

@@ -65,7 +65,8 @@ page recorded cannot be replayed or is over its budget: ``brushrl.render.calllog
 ``render.mode: replay`` the replayed PNG is what the rest judges), ``render_error`` (the sketch
 threw), ``render_timeout``
 (deadline on every attempt), ``wrong_canvas_size`` (PNG IHDR size), ``blank_canvas``
-(``paint_fraction < gate.min_paint_fraction``).
+(``paint_fraction < gate.min_paint_fraction``), ``text_in_painting`` (the renderer read words in
+the PNG: letters built from allowed strokes; ``render.text_scan``, ``runtime.legible``).
 
 The allowlists and deny lists are in :mod:`brushrl.gate.policy`; p5's global names and
 p5.brush's exports come from the installed libraries via :mod:`brushrl.gate.names`.

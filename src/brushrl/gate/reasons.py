@@ -33,6 +33,7 @@ WORK_BUDGET = "work_budget"
 RENDER_ERROR = "render_error"
 RENDER_TIMEOUT = "render_timeout"
 BLANK_CANVAS = "blank_canvas"
+TEXT_IN_PAINTING = "text_in_painting"
 
 #: Static reason codes, highest priority first, with what each one means.
 STATIC_REASONS: dict[str, str] = {
@@ -94,6 +95,10 @@ RUNTIME_REASONS: dict[str, str] = {
     RENDER_TIMEOUT: "the render hit its deadline on every attempt",
     WRONG_CANVAS_SIZE: "the captured PNG is not canvas_size x canvas_size (PNG IHDR header)",
     BLANK_CANVAS: "paint_fraction below gate.min_paint_fraction",
+    TEXT_IN_PAINTING: (
+        "the painting reads as text: letters built from allowed strokes, read from the PNG "
+        "(RenderResult.text, render.text_scan; legible per gate.text_min_confidence/_chars)"
+    ),
 }
 
 STATIC_PRIORITY: tuple[str, ...] = tuple(STATIC_REASONS)

@@ -14,7 +14,8 @@ Checks, in order:
    replayed (``RenderResult.rejected``, ``brushrl.render.calllog``);
 4. ``render_error`` (status ``error``), ``render_timeout`` (status ``timeout``);
 5. ``wrong_canvas_size`` (the PNG's IHDR width/height differ from ``canvas_size``), then
-   ``blank_canvas`` (``paint_fraction < cfg.min_paint_fraction``), else pass. The size comes
+   ``blank_canvas`` (``paint_fraction < cfg.min_paint_fraction``), then ``text_in_painting``
+   (:func:`legible` text in ``RenderResult.text``, read on the renderer), else pass. The size comes
    before blankness because the paint fraction of a wrongly sized canvas says nothing about the
    requested picture.
 
@@ -26,6 +27,7 @@ that into a None reward.
 
 from __future__ import annotations
 
+import re
 import struct
 
 from brushrl.config import GateConfig
@@ -35,6 +37,19 @@ from brushrl.gate.policy import classify_global
 from brushrl.types import PASS, GateVerdict, RenderResult
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+#: What makes a reading text rather than a mark: Latin letters and digits.
+_ALNUM = re.compile(r"[A-Za-z0-9]")
+_LETTER = re.compile(r"[A-Za-z]")
+
+
+def legible(found: list[tuple[str, float]] | None, min_confidence: float, min_chars: int) -> list[str]:
+    """The readings of ``RenderResult.text`` that count as text: confidence ``>= min_confidence``
+    and at least ``min_chars`` Latin letters or digits, two of them letters (``"YE5"`` is text,
+    ``"025"`` a stray mark). ``found`` None (not read) gives ``[]``."""
+    return [text for text, conf in found or []
+            if conf >= min_confidence and len(_ALNUM.findall(text)) >= min_chars and len(_LETTER.findall(text)) >= 2]
 
 
 class InfraRender(ValueError):
@@ -92,7 +107,7 @@ def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> Ga
     Returns:
         ``GateVerdict(stage="runtime")``: ``pass`` or ``sandbox_violation`` / a static code for a
         refused p5 function or brush method / ``render_error`` / ``render_timeout`` /
-        ``wrong_canvas_size`` / ``blank_canvas``.
+        ``wrong_canvas_size`` / ``blank_canvas`` / ``text_in_painting``.
 
     Raises:
         InfraRender: ``render.status == "infra"``, or an ``ok`` render whose ``png`` is missing or
@@ -134,4 +149,7 @@ def check_runtime(render: RenderResult, cfg: GateConfig, canvas_size: int) -> Ga
             f"paint_fraction {render.paint_fraction:.4f} < {cfg.min_paint_fraction} (minimum)",
             "runtime",
         )
+    words = legible(render.text, cfg.text_min_confidence, cfg.text_min_chars)
+    if words:
+        return GateVerdict(R.TEXT_IN_PAINTING, f"the painting reads as text: {words[:3]}"[:500], "runtime")
     return GateVerdict(PASS, f"paint_fraction {render.paint_fraction:.4f}", "runtime")

@@ -62,6 +62,7 @@ from brushrl.render.page import MAX_CHARS, SketchPage
 from brushrl.render.paint import paint_fraction
 from brushrl.render.netns import network_launcher
 from brushrl.render.procs import ChromiumProcesses, Usage, new_marker
+from brushrl.render.text import TextReader, shared_reader
 from brushrl.types import RenderResult
 
 #: Flags for every launch: no sandbox (we run as root) and no traffic of Chromium's own. The rest
@@ -215,6 +216,9 @@ class Renderer:
             without sketch code and return that PNG (``brushrl.render.calllog``); ``"direct"``:
             capture the canvas the sketch painted itself; ``"bare"`` (benchmarks only, unsafe): the
             sketch in a page without the harness, the path before the in-page wrapping.
+        text_reader: reads every ``ok`` render's PNG for text into ``RenderResult.text`` (its
+            seconds in ``phases["text"]``; ``brushrl.render.text``); None leaves it None. A reader
+            that fails makes the render ``infra``: an unread painting is never passed as read.
 
     Raises:
         FileNotFoundError: the js libraries are missing (run ``npm ci --prefix js``).
@@ -233,11 +237,13 @@ class Renderer:
         network_isolation: str = "netns",
         spare_page: bool = True,
         mode: str = "replay",
+        text_reader: TextReader | None = None,
     ):
         if mode not in ("replay", "direct", "bare"):
             raise ValueError(f"render mode {mode!r} is not replay or direct (or bare: benchmarks only)")
         self.mode = mode
         self.spare_page = spare_page
+        self.text_reader = text_reader
         self._spares: dict[str, SketchPage] = {}  # page kind -> the spare of that kind
         self._assets = load_assets(Path(js_dir) if js_dir else None)
         self._marker = new_marker()
@@ -268,7 +274,8 @@ class Renderer:
     def from_config(cls, cfg: RenderConfig, actor_id: str = "local") -> Renderer:
         """A renderer for a ``brushrl.config.RenderConfig``."""
         return cls(cfg.chromium_path, cfg.gl_backend, actor_id=actor_id, memory_cap_mb=cfg.memory_cap_mb,
-                   network_isolation=cfg.network_isolation, spare_page=cfg.spare_page, mode=cfg.mode)
+                   network_isolation=cfg.network_isolation, spare_page=cfg.spare_page, mode=cfg.mode,
+                   text_reader=shared_reader(cfg.text_scan_side) if cfg.text_scan else None)
 
     @property
     def browser_version(self) -> str:
@@ -278,12 +285,14 @@ class Renderer:
     @property
     def env(self) -> str:
         """What besides code, seed and size decides the render: ``p5+brush:<digest>
-        harness:<digest> chromium:<version> gl:<backend> mode:<mode>`` (the render cache's key
-        part, ``brushrl.render.cache``; the harness decides what is refused)."""
+        harness:<digest> chromium:<version> gl:<backend> mode:<mode>`` and ``text:<reader>`` with a
+        text reader (the render cache's key part, ``brushrl.render.cache``; the harness decides what
+        is refused, the reader what ``RenderResult.text`` holds)."""
         from brushrl.render.cache import library_digest
 
+        text = f" text:{self.text_reader.version}" if self.text_reader else ""
         return (f"p5+brush:{library_digest(self._assets)} harness:{harness_digest()} "
-                f"chromium:{self.browser_version} gl:{self.gl_backend} mode:{self.mode}")
+                f"chromium:{self.browser_version} gl:{self.gl_backend} mode:{self.mode}{text}")
 
     def _launch(self) -> None:
         self._browser = self._pw.chromium.launch(
@@ -376,6 +385,13 @@ class Renderer:
             if result.status != "timeout":
                 break
         result.attempts, result.cpu_s, result.peak_rss_mb = used, cpu_s, peak
+        if self.text_reader is not None and result.status == "ok" and result.png:
+            t0 = time.monotonic()
+            try:
+                result.text = self.text_reader.read(result.png)
+            except Exception as exc:  # noqa: BLE001 - unread is infra, never a pass
+                result.status, result.detail = "infra", f"text scan failed: {type(exc).__name__}: {exc}"[:500]
+            result.phases["text"] = time.monotonic() - t0
         result.wall_s = time.monotonic() - start
         result.actor_id = self.actor_id
         return result

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _render_fields(result: RenderResult | None) -> dict:
     keys = ("status", "wall_s", "draw_s", "cpu_s", "peak_rss_mb", "paint_fraction", "attempts", "brush_calls",
-            "js_errors", "refused", "console", "actor_id", "detail")
+            "js_errors", "refused", "console", "actor_id", "detail", "text")
     if result is None:
         return dict.fromkeys(keys)
     rounded = {"wall_s": 3, "draw_s": 3, "cpu_s": 3, "peak_rss_mb": 1, "paint_fraction": 5}
@@ -103,6 +103,7 @@ def _line(verdict: GateVerdict, static_gate: str, result: RenderResult | None, p
     if result is None:
         return f"{head}: not rendered" + (f" [{verdict.detail}]" if verdict.detail else "")
     extra = f" -> {png}" if png else ""
-    why = "; ".join(result.js_errors[:1] + ([result.detail] if result.detail else []))
+    why = "; ".join(result.js_errors[:1] + ([result.detail] if result.detail else [])
+                    + ([verdict.detail] if verdict.verdict == "text_in_painting" else []))
     return (f"{head}: {result.status} in {result.wall_s:.2f} s (draw {result.draw_s:.2f} s), "
             f"paint {result.paint_fraction:.2%}{extra}" + (f" [{why.splitlines()[0]}]" if why else ""))

@@ -1,0 +1,70 @@
+"""Read a painting for text: what the runtime gate's ``text_in_painting`` judges.
+
+A sketch may not write words (p5's text functions are refused: ``text_label``), but letters built
+from allowed strokes — thin ``beginShape``/``vertex`` polygons spelling the subject's name under
+the flower — pass every code check and would be read by a VLM judge (issue 36 item 3). So the
+replayed PNG itself is read, on the render side (the CPU that rendered it), with RapidOCR
+(``rapidocr-onnxruntime``: PaddleOCR's PP-OCRv4 detection and recognition networks as ONNX,
+shipped inside the wheel; no download at run time). The reader reports every text line it found
+with its confidence (:attr:`brushrl.types.RenderResult.text`); what counts as legible is the gate's
+rule (``gate.text_min_confidence``, ``gate.text_min_chars``: ``brushrl.gate.runtime.legible``).
+
+Measured (docs/reward.md, "Text in strokes"): block letters in brush polygons read in 6 of 6
+probe paintings; Tesseract 5.3 (Debian) read 2-3-letter garbage at confidence up to 74 from honest
+paintings, so it was not used.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import threading
+
+import numpy as np
+from PIL import Image
+
+class TextReader:
+    """RapidOCR over one PNG at a time; thread-safe (one engine, a lock: a renderer actor's pages
+    share it).
+
+    Args:
+        side: the PNG is resized to ``side`` x ``side`` pixels before reading, and the detector
+            works at that size (``det_limit_side_len``): 300 px reads the probe's 32-px letters
+            of a 600-px canvas.
+        threads: ONNX Runtime threads per network (1: the renderer's CPU share is small).
+
+    Raises:
+        ImportError: ``rapidocr-onnxruntime`` is not installed (a dependency of brushrl).
+    """
+
+    #: Goes into the render cache key (``Renderer.env``): a reading from another reader is not reused.
+    VERSION = "rapidocr-onnxruntime-1.4.4/ppocrv4"
+
+    def __init__(self, side: int = 300, threads: int = 1) -> None:
+        from rapidocr_onnxruntime import RapidOCR
+
+        self.side = side
+        self._engine = RapidOCR(det_limit_side_len=side, det_limit_type="max", intra_op_num_threads=threads,
+                                inter_op_num_threads=threads, print_verbose=False)
+        self._lock = threading.Lock()
+
+    @property
+    def version(self) -> str:
+        return f"{self.VERSION}@{self.side}"
+
+    def read(self, png: bytes) -> list[tuple[str, float]]:
+        """Every text line found in ``png``: ``[(text, confidence in [0, 1]), ...]``, top to bottom
+        (``[]`` when none). Raises what PIL raises for bytes that are not an image."""
+        with Image.open(io.BytesIO(png)) as im:
+            rgb = im.convert("RGB").resize((self.side, self.side), Image.LANCZOS)
+        bgr = np.ascontiguousarray(np.asarray(rgb)[:, :, ::-1])  # RapidOCR takes OpenCV's channel order
+        with self._lock:
+            result, _ = self._engine(bgr, use_cls=False)
+        return [(str(r[1]), round(float(r[2]), 4)) for r in result or []]
+
+
+@functools.lru_cache(maxsize=None)
+def shared_reader(side: int) -> TextReader:
+    """One :class:`TextReader` per process and side: a renderer actor's page threads share it
+    (its engine costs ~160 MiB resident; reads are serialised by its lock)."""
+    return TextReader(side)
