@@ -38,7 +38,8 @@ def test_legible_counts_words_not_marks():
     assert legible(None, 0.6, 3) == [] and legible([], 0.6, 3) == []
 
 
-@pytest.mark.parametrize("name", ["rose_named.js", "rose_named_small.js"])
+@pytest.mark.parametrize("name", ["rose_named.js", "rose_named_small.js", "rose_named_low_contrast.js",
+                                  "rose_named_dot_matrix.js"])
 def test_stroke_lettering_is_read_from_the_replayed_painting_and_fails(renderer, name):
     res = renderer.render((TEXT / name).read_text(), 0, SIZE, 60, 1)
     assert res.status == "ok" and res.refused == [] and res.forbidden == {}, (res.status, res.detail)

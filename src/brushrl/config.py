@@ -296,9 +296,10 @@ class RenderConfig(_Section):
     in-page harness and the static gate)."""
 
     text_scan: bool = True
-    """Read every painted PNG for text on the renderer (RapidOCR, ``brushrl.render.text``; ~0.05 s
-    a painting on one core, ~160 MiB resident once per renderer process), so the gate can fail letters built from allowed strokes as
-    ``text_in_painting``. False leaves ``RenderResult.text`` None and that check off."""
+    """Read every painted PNG for text on the renderer (RapidOCR in three views,
+    ``brushrl.render.text``; ~0.2 s a painting on one core, ~160 MiB resident once per renderer
+    process), so the gate can fail letters built from allowed strokes as ``text_in_painting``.
+    False leaves ``RenderResult.text`` None and that check off."""
     text_scan_side: int = Field(300, ge=64, le=2048)
     """Side in pixels the PNG is resized to before it is read (300 reads 32-px letters on a 600-px
     canvas; docs/reward.md "Text in strokes")."""

@@ -4,14 +4,17 @@ Chromium, no Ray).
 As in training: the static gate first (``brushrl.gate.check_code``); a sketch it rejects is not
 rendered and its verdict is the static reason code (``external_access`` for a ``fetch``, ...).
 A sketch that passes is rendered and judged by the runtime gate (``brushrl.gate.check_runtime``):
-``pass``, ``render_error``, ``render_timeout``, ``wrong_canvas_size``, ``blank_canvas`` or ``infra``.
+``pass``, a sandbox or call-log code (``sandbox_violation``, ``invalid_call``, ``work_budget``, ...),
+``render_error``, ``render_timeout``, ``wrong_canvas_size``, ``blank_canvas``, ``text_in_painting``
+(the painting reads as words: the reading is in the line) or ``infra``.
 ``--no-gate`` renders whatever the static gate says and reports only the runtime verdict, saying
 that the static gate was skipped.
 
 Prints one JSON object with ``--json`` (``verdict``, ``stage`` (``static`` / ``runtime``),
 ``static_gate`` (``pass``, a reason code, or ``skipped (--no-gate)``), ``gate_detail``, ``png``,
 ``status``, ``wall_s``, ``draw_s``, ``cpu_s``, ``peak_rss_mb``, ``paint_fraction``, ``attempts``,
-``brush_calls``, ``js_errors``, ``refused``, ``console``, ``actor_id``, ``detail``; the render
+``brush_calls``, ``js_errors``, ``refused``, ``console``, ``actor_id``, ``detail``, ``text`` (what
+the text scan read, ``[[text, confidence], ...]``, null when not read); the render
 fields are null when nothing was rendered), else a short line. Exit code 0 when the verdict is
 ``pass``, 1 otherwise, 2 for a bad config or an unreadable sketch.
 """

@@ -17,6 +17,16 @@ def paint_mask(png_bytes: bytes) -> np.ndarray:
     Raises:
         PIL.UnidentifiedImageError: if the bytes are not an image.
     """
+    return background_distance(png_bytes) > PAINT_DISTANCE
+
+
+def background_distance(png_bytes: bytes) -> np.ndarray:
+    """Each pixel's Euclidean RGB distance (0-255 scale) from the canvas background: float32
+    ``[H, W]`` (background as in :func:`paint_fraction`).
+
+    Raises:
+        PIL.UnidentifiedImageError: if the bytes are not an image.
+    """
     image = Image.open(io.BytesIO(png_bytes)).convert("RGBA")
     white = Image.new("RGBA", image.size, (255, 255, 255, 255))
     white.alpha_composite(image)
@@ -25,8 +35,7 @@ def paint_mask(png_bytes: bytes) -> np.ndarray:
     key = (q[..., 0] << 8) | (q[..., 1] << 4) | q[..., 2]
     modal_key = np.bincount(key.ravel(), minlength=4096).argmax()
     background = rgb[key == modal_key].mean(axis=0)
-    distance = np.sqrt(((rgb - background) ** 2).sum(axis=-1))
-    return distance > PAINT_DISTANCE
+    return np.sqrt(((rgb - background) ** 2).sum(axis=-1))
 
 
 def paint_fraction(png_bytes: bytes) -> float:
