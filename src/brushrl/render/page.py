@@ -81,11 +81,10 @@ class SketchPage:
         self._scripts: dict[str, bytes] | None = None  # their bodies, once delivered
         self._closing = False  # set by close(): what the page does while it goes is not the sketch's
         self._cdp = None
-        self._binding: str | None = None
         self._world: int | None = None  # the execution context the harness reports from
         nonce = secrets.token_urlsafe(18)
         binding = "__brushrl_report_" + secrets.token_hex(8)
-        self._binding = binding
+        self._binding = binding  # the report channel's name (_channel, _report)
         self._doc = page_html(nonce, binding, kind).encode()
         self._headers = {"Content-Security-Policy": csp(nonce), "Cache-Control": "no-store"}
         self.context = browser.new_context(

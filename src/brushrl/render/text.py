@@ -10,7 +10,7 @@ with its confidence (:attr:`brushrl.types.RenderResult.text`); what counts as le
 rule (``gate.text_min_confidence``, ``gate.text_min_chars``: ``brushrl.gate.runtime.legible``).
 
 Measured (``brushrl bench text``, docs/reward.md "Text in strokes"): lettering in brush polygons
-flagged in 4 of 4 fixture paintings, honest paintings in 0 of 93, ~0.05 s a read; Tesseract 5.3
+flagged in 6 of 6 fixture paintings, honest paintings in 0 of 93, ~0.2 s a read; Tesseract 5.3
 (Debian) read 2-3-letter garbage at confidence up to 74 from honest paintings, so it was not used.
 """
 
@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from brushrl.render.paint import background_distance
+
 
 class TextReader:
     """RapidOCR over one PNG at a time; thread-safe (one engine, a lock: a renderer actor's pages
