@@ -152,6 +152,44 @@ def test_async_step_model_matches_the_recurrence():
         assert step_seconds(est, 4, 4, 4, k)[0] == pytest.approx(period), (gen, learn, k)
 
 
+def test_partial_rollouts_step_bounds_a_simulated_engine():
+    """With partial rollouts the closed form (the smaller of its bound and the step without them) is
+    an upper bound on the step of a simulation of what
+    the loop and the engine do: batch n admitted when step n-k-1 ends, generated in the engine's
+    next call (calls back to back, each ``gen_s`` long, carrying at most m waiting batches), scored
+    L - gen_s later, trained when step n-1 ended; the sync waits for nothing."""
+    from brushrl.config import StageEstimates
+
+    import random
+
+    rng = random.Random(0)
+    cases = [(60, 15, 1, 1), (60, 15, 2, 2), (60, 15, 2, 1), (30, 50, 1, 2), (40, 10, 3, 4)]
+    cases += [(rng.uniform(5, 120), rng.uniform(5, 120), rng.randint(1, 4), rng.randint(1, 4)) for _ in range(60)]
+    for gen, learn, k, m in cases:
+        est = StageEstimates(render_s=10, render_cores=1, gen_s=gen, score_s=1, learn_s=learn)
+        after_gen = 10 + 4  # one wave of 4 renders on 4 renderers, 4 x 1 s of scoring
+        ends: list[float] = []
+        admitted: list[float] = []
+        engine_free, waiting, generated = 0.0, [], {}
+        for n in range(400):
+            while len(admitted) <= n + k:  # every batch whose admission is known (step j-k-1 ended)
+                j = len(admitted)
+                admitted.append(ends[j - k - 1] if j > k else 0.0)
+                waiting.append(j)
+            while n not in generated:  # run the engine's calls until batch n is generated
+                start = max(engine_free, admitted[waiting[0]])
+                call = [b for b in waiting if admitted[b] <= start][:m]
+                engine_free = start + gen
+                for b in call:
+                    generated[b] = engine_free
+                    waiting.remove(b)
+            ends.append(max(generated[n] + after_gen, ends[n - 1] if n else 0.0) + learn)
+        period = (ends[-1] - ends[199]) / 200
+        bound = step_seconds(est, 4, 4, 4, k, partial_batches=m)[0]
+        assert period <= bound + 1e-6, (gen, learn, k, m, period, bound)
+        assert step_seconds(est, 4, 4, 4, 0, partial_batches=m) == step_seconds(est, 4, 4, 4, 0)  # k = 0: no effect
+
+
 def test_learner_share_deals_the_batch_over_the_workers():
     from brushrl.plan.timing import learner_share
 

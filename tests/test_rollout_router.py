@@ -212,6 +212,8 @@ def test_config_splits_max_num_seqs_between_replicas_and_refuses_transformers_re
     assert cfg.rollout.max_num_seqs == 6  # ceil(2 x 2 x 4 / 3)
     with pytest.raises(ValueError, match="only rollout.backend 'vllm' runs replicas"):
         BrushRLConfig.model_validate({"rollout": {"replicas": 2}})
+    with pytest.raises(ValueError, match="rollout.partial_rollouts: only rollout.backend 'vllm'"):
+        BrushRLConfig.model_validate({"rollout": {"partial_rollouts": True}})
 
 
 def test_a_router_owns_the_replicas_it_starts_and_they_end_with_it(local_ray):

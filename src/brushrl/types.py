@@ -24,7 +24,9 @@ class Completion:
         completion_ids: sampled token ids, ``list[int]`` of length T (EOS included when emitted).
         logprobs: behaviour-policy log-probabilities of ``completion_ids`` under the raw logits
             (temperature 1, before top-k/top-p processing), ``list[float]`` of length T, natural log.
-        policy_version: learner step whose weights produced it (0 = the warm-started policy).
+        policy_version: learner step whose weights produced it (0 = the warm-started policy); with
+            ``rollout.partial_rollouts`` the version that sampled its first token, the oldest of
+            ``version_spans`` (what the staleness bound counts).
         truncated: True when generation stopped at ``max_new_tokens`` without EOS.
         gen_s: wall seconds of the generate call that produced it (shared by its group).
         vision: None (a text-only context: every completion unless ``rollout.revision.show_image``),
@@ -33,6 +35,10 @@ class Completion:
             tensors without their batch axis, e.g. Idefics3's ``pixel_values`` (N, C, H, W)
             float32 and ``pixel_attention_mask`` (N, H, W) long, N images. What the learner passes
             to the forward pass to recompute the log-probs of this context.
+        version_spans: None when ``policy_version`` sampled every token; else the policy versions
+            that sampled ``completion_ids`` in order, as ``[(version, tokens), ...]`` (versions
+            increasing, token counts summing to T): a completion whose generation went on across a
+            weight sync (``rollout.partial_rollouts``). ``logprobs[t]`` is under token t's version.
     """
 
     prompt: str
@@ -44,6 +50,7 @@ class Completion:
     truncated: bool = False
     gen_s: float = 0.0
     vision: dict | None = None
+    version_spans: list[tuple[int, int]] | None = None
 
 
 @dataclass

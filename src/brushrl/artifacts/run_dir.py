@@ -44,7 +44,7 @@ RUN_STATES = ("running", "finished", "stopped", "failed")
 #: Columns of ``rollouts.parquet``; ``reward_<component>`` columns are added per component.
 ROLLOUT_COLUMNS = (
     "step", "group_id", "sample", "prompt", "completion", "code", "seed", "gate_verdict",
-    "gate_detail", "gate_stage", "total", "none_cause", "policy_version", "gen_s", "render_s",
+    "gate_detail", "gate_stage", "total", "none_cause", "policy_version", "version_spans", "gen_s", "render_s",
     "draw_s", "score_s", "paint_fraction", "png", "group_status",
 )
 
@@ -83,6 +83,8 @@ def sample_row(sample: Sample, index: int, group_status: str, trajectory: Trajec
         "total": sample.reward,
         "none_cause": sample.none_cause,
         "policy_version": sample.completion.policy_version,
+        # [[version, tokens], ...] of a completion sampled across a weight sync; None: one version
+        "version_spans": json.dumps(sample.completion.version_spans) if sample.completion.version_spans else None,
         "gen_s": sample.completion.gen_s,
         "render_s": render.wall_s if render else None,
         "draw_s": render.draw_s if render else None,

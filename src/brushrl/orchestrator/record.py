@@ -89,6 +89,8 @@ def step_record(report: StepReport, reward: RewardConfig) -> StepRecord:
         "groups/stale": ends["stale"],
         "staleness/mean": _mean(stale),
         "staleness/max": max(stale) if stale else None,
+        # completions sampled across a weight sync (rollout.partial_rollouts): more than one version
+        "rollout/partial_samples": sum(bool(s.completion.version_spans) for s in scored),
         "render/per_s": len(render_times) / render_s if render_s else 0.0,
         "render/mean_s": _mean(render_times) or 0.0,
         "render/p50_s": quantile(render_times, 0.5),

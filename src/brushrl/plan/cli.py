@@ -144,7 +144,9 @@ def run_check(args: argparse.Namespace) -> int:
 
 #: What each term of ``brushrl.plan.timing.step_seconds`` means, for the ``step`` row.
 _BOUND = {"pipeline": "the pipeline: (gen + render + score + learn) / (max_staleness + 1)",
-          "learn": "the learner: learn", "gen": "generation: each weight sync waits for the batch generating",
+          "learn": "the learner: learn",
+          "gen": "generation: each weight sync waits for the batch generating (with rollout.partial_rollouts: "
+                 "the engines' calls, gen / batches a call)",
           "render": "render throughput: renders x render_s / concurrent", "score": "scoring: renders x score_s"}
 
 

@@ -37,6 +37,21 @@ learner workers:
   ``gen_s`` term holds for every ``k >= 1``: a larger staleness bound cannot take the step below one
   batch's generation while syncs wait for the generation in flight.
 
+* ``rollout.partial_rollouts`` with ``k >= 1`` (docs/async.md "Partial rollouts"): a sync ends one
+  decode step after the learner's (counted as 0), so (3) goes; but the engine still merges requests
+  at call boundaries (``brushrl.rollout.batching``), and the batch admitted at ``e_{n-1}`` now finds
+  a call in flight and waits for it, at most ``gen_s``; a call carries at most ``m = max(1,
+  floor(replicas x max_num_seqs / (groups_per_step x G)))`` batches, so the engines generate at
+  most ``m`` batches per ``gen_s``. An upper bound on the step (the wait taken whole)::
+
+      step_s = min(max((L + gen_s + learn) / (k + 1), learn, gen_s / m, R * render_s / c, R * score_s),
+                   the step without partial rollouts)
+
+  (the second: the engine then runs one batch per ``gen_s`` as before; ``tests/test_plan.py``
+  checks both against a simulation of the loop and the engine's calls). It beats the ``gen_s``
+  floor only with ``(L + gen_s + learn) / (k + 1) < gen_s``, e.g. ``k = 2`` where ``L`` is mostly
+  generation; joining the call in flight (iteration-level batching) would drop the wait.
+
 * ``sync`` mode is ``k = 0``; ``async`` takes ``k = max(1, orchestrator.max_staleness)``.
 * ``wall_s = startup_s + steps * step_s``; GPU-hours = ``wall_h * GPUs of the nodes that are up``
   (by GPU type), and separately ``wall_h * GPUs the actors reserve``.
@@ -131,7 +146,7 @@ class RunEstimate:
 
 
 def step_seconds(est: StageEstimates, renders: float, renderers: int, concurrent: float, staleness: int = 0,
-                 learn_share: float = 1.0) -> tuple[float, dict[str, float], str]:
+                 learn_share: float = 1.0, partial_batches: int = 0) -> tuple[float, dict[str, float], str]:
     """Seconds of one learner step in steady state, each stage's seconds for one batch, and the
     term that sets the step (see the module docstring).
 
@@ -142,6 +157,8 @@ def step_seconds(est: StageEstimates, renders: float, renderers: int, concurrent
         concurrent: renders that run at once (``<= renderers``; fewer when cores are short).
         staleness: ``k``, the staleness bound (0: synchronous).
         learn_share: share of ``learn_s`` a step takes (:func:`learner_share`).
+        partial_batches: 0: syncs wait for the generation in flight; ``m >= 1``: partial rollouts,
+            the engines' calls carrying at most ``m`` batches (:func:`partial_batches`).
 
     Returns:
         ``(step_s, stages, bound)``; ``bound`` is ``pipeline``, ``learn``, ``gen``, ``render`` or ``score``.
@@ -158,7 +175,22 @@ def step_seconds(est: StageEstimates, renders: float, renderers: int, concurrent
     terms = {"pipeline": sum(stages.values()) / (staleness + 1), "learn": stages["learn"], "gen": est.gen_s,
              "render": renders * est.render_s / concurrent, "score": stages["score"]}
     bound = max(terms, key=terms.get)
+    if partial_batches and staleness:  # the admission's wait for the call in flight, at most gen_s
+        partial = dict(terms, pipeline=(sum(stages.values()) + est.gen_s) / (staleness + 1),
+                       gen=est.gen_s / partial_batches)
+        if max(partial.values()) < terms[bound]:
+            bound = max(partial, key=partial.get)
+            return partial[bound], stages, bound
     return terms[bound], stages, bound
+
+
+def partial_batches(cfg: BrushRLConfig) -> int:
+    """0 without ``rollout.partial_rollouts``; else the batches one round of engine calls carries,
+    ``max(1, floor(replicas x max_num_seqs / (groups_per_step x G)))`` (module docstring)."""
+    r = cfg.rollout
+    if not r.partial_rollouts:
+        return 0
+    return max(1, r.replicas * (r.max_num_seqs or 1) // (r.groups_per_step * r.group_size))
 
 
 def estimate_run(cfg: BrushRLConfig, plan: ResourcePlan, steps: int, mode: Mode = "sync") -> RunEstimate:
@@ -166,7 +198,7 @@ def estimate_run(cfg: BrushRLConfig, plan: ResourcePlan, steps: int, mode: Mode 
     est = cfg.resources.estimates
     k = staleness_of(cfg, mode)
     step_s, stages, bound = step_seconds(est, plan.renders_per_step, plan.renderers_placed, plan.concurrent_renders,
-                                         k, learner_share(cfg))
+                                         k, learner_share(cfg), partial_batches(cfg))
     wall_s = est.startup_s + steps * step_s
     wall_h = wall_s / 3600.0
     gpu_hours: dict[str, float] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import ray
 
 import brushrl
 from brushrl.config import BrushRLConfig
-from brushrl.rollout.fault import FAULT_ENV
+from brushrl.rollout.fault import FAULT_ENV, HOLD_ENV
 from brushrl.rollout.transformers_engine import TransformersEngine
 
 
@@ -53,8 +54,9 @@ def make_rollout_actor(cfg: BrushRLConfig, system_prompt: str) -> ray.actor.Acto
         env_vars["PYTHONPATH"] = str(Path(brushrl.__file__).resolve().parents[1])
     if cfg.rollout.backend == "vllm":
         env_vars.update(VLLM_ENV_VARS)
-    if os.environ.get(FAULT_ENV):  # test-only sync fault (brushrl.rollout.fault), for a cluster started elsewhere too
-        env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
+    for name in (FAULT_ENV, HOLD_ENV):  # test-only faults (brushrl.rollout.fault), for a cluster started elsewhere too
+        if os.environ.get(name):
+            env_vars[name] = os.environ[name]
     options = {"num_cpus": cfg.rollout.num_cpus, "runtime_env": runtime_env}
     options.update(ray_options(cfg.resources.rollout))  # placement (GPUs, memory, custom resources) wins
     cls = _VLLMActor if cfg.rollout.backend == "vllm" else TransformersEngine
@@ -93,6 +95,11 @@ class _VLLMActor:
     every engine access runs on the batcher's single engine thread (the engine is built there too).
     ``replicas()`` (1) and ``score(..., replica=0)`` answer like the router's, so callers need not
     know whether they hold a router.
+
+    With ``rollout.partial_rollouts`` an adapter load and a score do not queue behind the run in
+    flight: they are posted to the engine (``VLLMEngine.post``), which serves them between two
+    decode steps (the sequences in flight go on under the new adapter), or on the engine thread
+    once it is free when no run is in flight.
     """
 
     def __init__(self, policy_cfg, rollout_cfg, system_prompt, lora_cfg, seed=0) -> None:
@@ -103,6 +110,17 @@ class _VLLMActor:
         self.engine = self.batcher.executor.submit(VLLMEngine, policy_cfg, rollout_cfg, system_prompt, lora_cfg,
                                                    seed).result()
         self.batcher.run_batch = self.engine.generate_many
+        self.partial = rollout_cfg.partial_rollouts
+        self._kicks: set = set()
+
+    async def _posted(self, kind, *args):
+        """Post a call to the engine and wake the engine thread for it in case no run is in flight
+        (then it is served after whatever is queued there; a run in flight serves it sooner)."""
+        future = self.engine.post(kind, *args)
+        kick = asyncio.ensure_future(self.batcher.call(self.engine.serve_posted))
+        self._kicks.add(kick)  # held until done: asyncio keeps only weak references to tasks
+        kick.add_done_callback(self._kicks.discard)
+        return await asyncio.wrap_future(future)
 
     async def generate(self, prompts, n, seed=None):
         request = ("generate", prompts, n, seed)
@@ -120,15 +138,23 @@ class _VLLMActor:
         return await self.batcher.call(self.engine.prefix_cache_stats)
 
     async def load_adapter(self, state, version):
+        if self.partial:
+            return await self._posted("adapter", state, version)
         return await self.batcher.call(self.engine.load_adapter, state, version)
 
     async def score(self, prompt_ids, completion_ids, adapter=True, replica=0):
         if replica != 0:
             raise ValueError(f"replica {replica}: this rollout engine runs alone (rollout.replicas: 1)")
+        if self.partial:
+            return await self._posted("score", prompt_ids, completion_ids, adapter)
         return await self.batcher.call(self.engine.score, prompt_ids, completion_ids, adapter)
 
     async def policy_version(self):
-        return await self.batcher.call(self.engine.policy_version)
+        return self.engine.policy_version()  # an int the engine thread sets once an adapter is loaded
+
+    async def interrupted(self):
+        """Sequences an adapter load stopped mid-flight and resumed (``VLLMEngine.interrupted``)."""
+        return self.engine.interrupted
 
     async def registered_adapters(self):
         return await self.batcher.call(self.engine.registered_adapters)

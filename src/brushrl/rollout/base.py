@@ -15,7 +15,9 @@ class RolloutEngine(Protocol):
 
     Invariant: every completion returned after ``load_adapter(..., version=v)`` (and before the
     next ``load_adapter``) carries ``policy_version == v``; before any call it is 0 (the
-    warm-started policy).
+    warm-started policy). Except with partial rollouts (the vLLM engine, ``rollout.partial_rollouts``):
+    a completion whose generation a ``load_adapter`` interrupted carries the version of its first
+    token and ``version_spans`` naming each token's.
     """
 
     def generate(self, prompts: list[str], n: int, seed: int | None = None) -> list[list[Completion]]:

