@@ -119,8 +119,13 @@ class _VLLMActor:
         future = self.engine.post(kind, *args)
         kick = asyncio.ensure_future(self.batcher.call(self.engine.serve_posted))
         self._kicks.add(kick)  # held until done: asyncio keeps only weak references to tasks
-        kick.add_done_callback(self._kicks.discard)
+        kick.add_done_callback(self._kick_done)
         return await asyncio.wrap_future(future)
+
+    def _kick_done(self, kick) -> None:
+        self._kicks.discard(kick)
+        if not kick.cancelled():
+            kick.exception()  # retrieved: the posted calls' futures carry the failure to their callers
 
     async def generate(self, prompts, n, seed=None):
         request = ("generate", prompts, n, seed)
