@@ -216,9 +216,9 @@ class RolloutConfig(_Section):
     the fewest requests in flight and every adapter sync to all of them (``brushrl.rollout.router``;
     the sync canary checks each). 1: one engine actor, no router."""
     partial_rollouts: bool = False
-    """Interruptible generation (``rollout.backend: vllm`` only; AReaL, Fu et al. 2025,
-    arXiv:2505.24298, section 4.2): a weight sync does not wait for the generation in flight. The
-    engine stops its sequences between two decode steps, loads the new adapter and resumes each from
+    """Interruptible generation (``rollout.backend: vllm`` only; AReaL's interruptible rollout
+    workers, Fu et al. 2025, arXiv:2505.24298): a weight sync does not wait for the generation in
+    flight. The engine stops its sequences between two decode steps, loads the new adapter and resumes each from
     its tokens so far under it (the KV cache recomputed with the new weights); each completion
     records which policy version sampled which of its tokens (``Completion.version_spans``), its
     behaviour log-probs are each token's own sampler's, and its ``policy_version`` (what the
