@@ -218,8 +218,8 @@ class RolloutConfig(_Section):
     partial_rollouts: bool = False
     """Interruptible generation (``rollout.backend: vllm`` only; AReaL's interruptible rollout
     workers, Fu et al. 2025, arXiv:2505.24298): a weight sync does not wait for the generation in
-    flight. The engine stops its sequences between two decode steps, loads the new adapter and resumes each from
-    its tokens so far under it (the KV cache recomputed with the new weights); each completion
+    flight. The engine stops its sequences between two decode steps, loads the new adapter and
+    resumes each from its tokens so far under it (the KV cache recomputed with the new weights); each completion
     records which policy version sampled which of its tokens (``Completion.version_spans``), its
     behaviour log-probs are each token's own sampler's, and its ``policy_version`` (what the
     staleness bound counts) is the oldest. The sync canary's scoring runs between decode steps too.
