@@ -366,12 +366,11 @@ class VLLMEngine:
         under the adapter served now. Loads stay posted while a score is in flight (one prefill
         step), so a score never runs under a removed adapter, and while ``defer_loads``. Then each
         score is submitted under the adapter served at that moment."""
+        hold_loads = bool(scores) or defer_loads
         with self._inbox_lock:
-            loads = [p for p in self._inbox if p[0] == "adapter"]
-            if loads and (scores or defer_loads):
-                loads = []
-            taken = [p for p in self._inbox if p[0] == "score"] + loads
-            self._inbox = [p for p in self._inbox if not any(p is t for t in taken)]
+            taken = [p for p in self._inbox if p[0] == "score" or not hold_loads]
+            self._inbox = [p for p in self._inbox if p[0] == "adapter" and hold_loads]
+        loads = [p for p in taken if p[0] == "adapter"]
         if loads:
             paused = list(live.values())
             if live:
