@@ -17,8 +17,9 @@ if [ "$arm" = B ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
     --set reward.novelty.distinct=0.6)
-elif [ "$arm" = C ]; then
+elif [ "$arm" = C ] || [ "$arm" = D ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
+  if [ "$arm" = D ]; then common+=(--set learner.lr=1.0e-3); fi
 fi
 exec .venv/bin/brushrl train "${common[@]}" > "$OUT_DIR/${arm}_seed${seed}.log" 2>&1

@@ -76,7 +76,8 @@ def probe(model, tok, system_prompt: str, template: str, splits: dict[str, list[
         rows = []
         for i, reply in enumerate(replies):
             subject = subjects[i // n]
-            _, verdict = check_static(reply, _CFG.gate, _CFG.render.canvas_size)
+            _, verdict = check_static(reply, _CFG.gate, _CFG.render.canvas_size,
+                                      replay=_CFG.render.mode == "replay")
             head = re.search(r"background\([^)]*\);\n  // ([^\n]*)\n", reply)
             body = re.search(r'body = "(#[0-9a-f]{6})"', reply)
             word = None

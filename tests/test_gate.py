@@ -44,9 +44,11 @@ CFG = GateConfig()
 SKELETON = (FIXTURES / "pass_skeleton.js").read_text()
 
 
-def judge_file(name: str, cfg: GateConfig = CFG, size: int = SIZE):
+def judge_file(name: str, cfg: GateConfig = CFG, size: int = SIZE, replay: bool = False):
     text = (FIXTURES / name).read_text()
-    return check_code(text, cfg, size) if name.endswith(".js") else check_static(text, cfg, size)[1]
+    if name.endswith(".js"):
+        return check_code(text, cfg, size, replay=replay)
+    return check_static(text, cfg, size, replay=replay)[1]
 
 
 def with_draw(extra: str, top: str = "") -> str:
@@ -56,6 +58,16 @@ def with_draw(extra: str, top: str = "") -> str:
 
 
 # -- corpus ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(LABELS))
+def test_fixture_verdict_under_replay(name):
+    """``render.mode: replay`` leaves out the checks that only guarded the direct path's captured
+    canvas (docs/gate.md rows 12, 21, 31, 34): the fixtures labelled ``replay`` pass, every other
+    one keeps its verdict (test_replay.py renders the five and checks the record page's verdict)."""
+    want = LABELS[name].get("replay", {}).get("static", LABELS[name]["expect"])
+    verdict = judge_file(name, replay=True)
+    assert verdict.verdict == want, f"{name}: {verdict.detail}"
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
@@ -416,3 +428,48 @@ def test_values_are_typed_and_judged_by_kind(extra, top, expected):
 def test_p5_object_returns_are_allowlisted_p5_functions():
     assert P.P5_OBJECT_RETURNS <= P.ALLOWED_P5_GLOBALS
     assert P.NUMERIC_GLOBALS - load_js_names().p5_globals <= P.ALLOWED_JS_GLOBALS | {"Number"}
+
+
+# -- what replay leaves out, and what it keeps -----------------------------------------------------
+
+#: (draw-body snippet, top-level snippet, verdict under direct, verdict under replay).
+REPLAY_CASES = [
+    # row 34: a `this`-using function handed to p5/brush (the record page's stubs call no argument)
+    ("brush.fill(function () { return this.c; }, 80);", "", R.EXTERNAL_ACCESS, R.PASS),
+    # row 21: the capitalised built-ins replay lets compute; not shared memory nor the collector
+    ("const m = new RegExp('^#[0-9a-f]{6}$', 'i').test('#e08a72');", "", R.DISALLOWED_GLOBAL, R.PASS),
+    ("const v = new Float64Array(4); const n = BigInt(3);", "", R.DISALLOWED_GLOBAL, R.PASS),
+    ("const s = new SharedArrayBuffer(8);", "", R.DISALLOWED_GLOBAL, R.DISALLOWED_GLOBAL),
+    ("Atomics.add(0, 0, 1);", "", R.DISALLOWED_GLOBAL, R.DISALLOWED_GLOBAL),
+    ("const f = new FinalizationRegistry(() => 0);", "", R.DISALLOWED_GLOBAL, R.DISALLOWED_GLOBAL),
+    ("const g = Function('return 1');", "", R.EXTERNAL_ACCESS, R.EXTERNAL_ACCESS),
+    # row 31: data: goes, the network schemes, blob: and javascript: stay
+    ("const u = 'data:,rose';", "", R.EXTERNAL_ACCESS, R.PASS),
+    ("const u = 'blob:' + 'x';", "", R.EXTERNAL_ACCESS, R.EXTERNAL_ACCESS),
+    ("const u = 'https://example.com/x.png';", "", R.EXTERNAL_ACCESS, R.EXTERNAL_ACCESS),
+    ("const u = 'javascript:alert(1)';", "", R.EXTERNAL_ACCESS, R.EXTERNAL_ACCESS),
+    # row 12: an alias reaches the stubs; what it reaches through a name stays judged
+    ("const b = brush; b.circle(300, 300, 40);", "", R.UNKNOWN_BRUSH_METHOD, R.PASS),
+    ("brush['constructor'];", "", R.EXTERNAL_ACCESS, R.EXTERNAL_ACCESS),
+    ("brush.watercolor(1);", "", R.UNKNOWN_BRUSH_METHOD, R.UNKNOWN_BRUSH_METHOD),
+    # row 14: overwriting brush is kept (the record page reports it as sandbox_violation: sooner)
+    ("brush.circle = () => 0;", "", R.NAME_COLLISION, R.NAME_COLLISION),
+]
+
+
+@pytest.mark.parametrize("body,top,direct,replay", REPLAY_CASES)
+def test_replay_leaves_out_only_the_direct_paths_checks(body, top, direct, replay):
+    code = with_draw(body, top)
+    assert check_code(code, CFG, SIZE).verdict == direct
+    assert check_code(code, CFG, SIZE, replay=True).verdict == replay
+
+
+def test_a_sketch_that_paints_only_through_an_alias_is_left_to_the_runtime_gate():
+    """Under replay the static gate cannot count an alias's painting calls, so it does not refuse
+    the sketch as ``no_painting_calls`` (the runtime gate sees the validated log); the direct path
+    still refuses the alias itself."""
+    code = "function setup() {\n  createCanvas(600, 600, WEBGL);\n  const b = brush;\n  b.circle(300, 300, 40);\n}\n"
+    assert check_code(code, CFG, SIZE).verdict == R.UNKNOWN_BRUSH_METHOD
+    assert check_code(code, CFG, SIZE, replay=True).verdict == R.PASS
+    bare = "function setup() {\n  createCanvas(600, 600, WEBGL);\n  brush.noStroke();\n}\n"
+    assert check_code(bare, CFG, SIZE, replay=True).verdict == R.NO_PAINTING_CALLS

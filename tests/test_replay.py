@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from brushrl.config import ConfigError, GateConfig, load_config
-from brushrl.gate import check_runtime
+from brushrl.gate import check_code, check_runtime
 from brushrl.gate import reasons as R
 from brushrl.render import netns
 from brushrl.render.calllog import Bounds, CallLogRejected, replay_program, validate_log
@@ -212,3 +212,21 @@ def test_fixture_fails_through_record_and_replay(renderers, name, mode):
     assert verdict.verdict == label["runtime"] != "pass", (name, label["why"], res.status, verdict.detail,
                                                             res.js_errors[:2], res.forbidden)
     assert res.status != "timeout", name
+
+
+def test_what_the_static_gate_leaves_to_replay_is_judged_by_the_record_page(renderers):
+    """The gate fixtures whose static check replay leaves out (``replay`` in their label,
+    docs/gate.md rows 12, 21, 31) get their labelled runtime verdict through record and replay:
+    an alias's call off the whitelist is ``not_whitelisted`` from the validated log, the rest
+    paint (nothing they do reaches the replayed picture)."""
+    gate_dir = Path(__file__).parent / "fixtures" / "gate"
+    labels = json.loads((gate_dir / "labels.json").read_text())
+    left = {n: lab["replay"] for n, lab in labels.items() if "replay" in lab}
+    assert len(left) >= 5
+    for name, want in sorted(left.items()):
+        code = (gate_dir / name).read_text()
+        assert check_code(code, GATE, SIZE, replay=True).verdict == want["static"], name
+        res = renderers["none"].render(code, 0, SIZE, DEADLINE_S, 1)
+        verdict = check_runtime(res, GATE, SIZE)
+        assert verdict.verdict == want["runtime"], (name, res.status, verdict.detail, res.js_errors[:2])
+        assert res.forbidden == {} and res.refused == [], (name, res.forbidden, res.refused)

@@ -112,7 +112,7 @@ def test_fixture_through_the_whole_pipeline(renderers, listener, name, mode):
         pytest.skip("no network namespaces on this machine")
     label = LABELS[name]
     code = fixture_code(name, listener)
-    static = check_code(code, GATE, SIZE)
+    static = check_code(code, GATE, SIZE, replay=True)  # the renderers record and replay (render.mode)
     assert static.verdict == label["static"], f"{name}: {static.detail} ({label['why']})"
 
     listener.hits.clear()

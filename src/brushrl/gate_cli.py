@@ -2,8 +2,11 @@
 
 A ``.js`` file is sketch code; any other file (``.txt``, ``.md``) is a policy reply from which
 the sketch is extracted. ``--render`` also renders each statically passing sketch in headless
-Chromium (``brushrl.render.browser.Renderer``) and applies the runtime gate. The exit code is 0
-when every file passes, 1 otherwise, 2 for a bad config.
+Chromium (``brushrl.render.browser.Renderer``) and applies the runtime gate. The static gate
+follows the config's ``render.mode``: with ``replay`` (the default) the checks that only guard a
+captured sketch canvas are left out (an aliased ``brush``, typed arrays and ``RegExp``, ``data:``
+strings; docs/gate.md), with ``direct`` every check runs. The exit code is 0 when every file
+passes, 1 otherwise, 2 for a bad config.
 """
 # Beside the package, not in brushrl/gate/: --render needs the render stage, which sits above the
 # gate (docs/architecture.md). The docstring above is the command's --help.
@@ -44,8 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _judge_file(path: Path, cfg: BrushRLConfig) -> tuple[str | None, GateVerdict]:
     text = path.read_text(errors="replace")
     if path.suffix == ".js":
-        return text, check_code(text, cfg.gate, cfg.render.canvas_size)
-    return check_static(text, cfg.gate, cfg.render.canvas_size)
+        return text, check_code(text, cfg.gate, cfg.render.canvas_size, replay=cfg.render.mode == "replay")
+    return check_static(text, cfg.gate, cfg.render.canvas_size, replay=cfg.render.mode == "replay")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,8 +13,8 @@ in an empty network namespace.
 API::
 
     extract_code(reply) -> str | None
-    check_static(reply, cfg: GateConfig, canvas_size) -> (code | None, GateVerdict(stage="static"))
-    check_code(code, cfg, canvas_size) -> GateVerdict(stage="static")      # already-extracted code
+    check_static(reply, cfg: GateConfig, canvas_size, *, replay=False) -> (code | None, GateVerdict(stage="static"))
+    check_code(code, cfg, canvas_size, *, replay=False) -> GateVerdict(stage="static")  # already-extracted code
     check_runtime(render: RenderResult, cfg: GateConfig, canvas_size)
         -> GateVerdict(stage="runtime")
         # raises InfraRender (a ValueError) for status "infra": not a verdict, the reward is None

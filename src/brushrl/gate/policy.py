@@ -213,6 +213,30 @@ URL_IN_STRING = re.compile(
     r"(?i)(?<![\w-])(data:[\w.+-]*[/,;]|blob:|javascript:|filesystem:|(https?|wss?|ftp)://)"
 )
 
+#: :data:`URL_IN_STRING` without ``data:`` (``render.mode: replay``): a ``data:`` URI reaches no
+#: network, and it only kept image data out of the sketch's own captured canvas, which the replay
+#: never captures (docs/gate.md, row 31).
+URL_IN_STRING_REPLAY = re.compile(
+    r"(?i)(?<![\w-])(blob:|javascript:|filesystem:|(https?|wss?|ftp)://)"
+)
+
+#: Capitalised ECMAScript built-ins outside :data:`ALLOWED_JS_GLOBALS` that the static gate lets
+#: through with ``render.mode: replay`` (docs/gate.md, row 21). They were refused as raw memory
+#: for smuggling pixels into the sketch's own canvas; under replay that canvas is never captured,
+#: the harness leaves them alone on the record page (they only compute there), a typed array handed
+#: to brush is logged as unsupported and refused (``invalid_call``) and the memory cap bounds
+#: their size. Not here: shared memory (``SharedArrayBuffer``, ``Atomics``) and
+#: ``FinalizationRegistry`` (its callbacks run when the collector decides, with no library frame
+#: on the stack); ``eval``, ``Function``, ``Reflect``, ``Proxy``, ``WebAssembly`` stay in
+#: :data:`EXTERNAL_GLOBALS`.
+REPLAY_ECMASCRIPT_GLOBALS: frozenset[str] = frozenset(
+    """
+    ArrayBuffer DataView Int8Array Uint8Array Uint8ClampedArray Int16Array Uint16Array Int32Array
+    Uint32Array Float32Array Float64Array BigInt64Array BigUint64Array RegExp BigInt Intl WeakRef
+    AggregateError EvalError ReferenceError SyntaxError URIError
+    """.split()
+)
+
 _P5_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _EXTERNAL_P5_PREFIXES = ("load", "save", "http")
 

@@ -167,10 +167,16 @@ def _operator(node: Node) -> str:
 class StaticAnalyzer:
     """Collects the :class:`Finding` s of one parsed sketch. Use :func:`check_static`."""
 
-    def __init__(self, code: str, cfg: GateConfig, canvas_size: int, names: JsNames | None = None):
+    def __init__(self, code: str, cfg: GateConfig, canvas_size: int, names: JsNames | None = None,
+                 replay: bool = False):
         self.code = code
         self.cfg = cfg
         self.canvas_size = canvas_size
+        self.replay = replay
+        """``render.mode: replay``: leave out the checks that only guarded the sketch's own
+        captured canvas (``direct``): docs/gate.md rows 12, 21 (capitalised built-ins), 31
+        (``data:``) and 34."""
+        self.brush_as_value = False  # replay: `brush` aliased or indexed, so its calls are not counted here
         self.names = names or load_js_names()
         self.tree = js_parser().parse(code.encode())
         self.root = self.tree.root_node
@@ -212,7 +218,7 @@ class StaticAnalyzer:
         self._collisions()
         self._entry_points()
         self._canvas()
-        if self.painting_calls == 0:
+        if self.painting_calls == 0 and not self.brush_as_value:  # an alias's calls: the runtime gate counts them
             self.add(
                 R.NO_PAINTING_CALLS,
                 self.root,
@@ -458,7 +464,7 @@ class StaticAnalyzer:
                 )
             return
         code = P.classify_global(name, self.names)
-        if code is None:
+        if code is None or (self.replay and code == R.DISALLOWED_GLOBAL and name in P.REPLAY_ECMASCRIPT_GLOBALS):
             return
         why = _WHY[code]
         if code == R.DISALLOWED_GLOBAL:
@@ -501,6 +507,11 @@ class StaticAnalyzer:
             ):
                 if method in P.BRUSH_PAINTING_METHODS:
                     self.painting_calls += 1
+            return
+        if self.replay:
+            # The record page's `brush` is a frozen object of recording stubs: an alias or an index
+            # reaches the same stubs, and the runtime gate checks the methods in the validated log.
+            self.brush_as_value = True
             return
         if (
             parent is not None
@@ -607,7 +618,7 @@ class StaticAnalyzer:
     def _string_constant(self, node: Node, value: str | None) -> None:
         if value is None:
             return
-        if P.URL_IN_STRING.search(value):
+        if (P.URL_IN_STRING_REPLAY if self.replay else P.URL_IN_STRING).search(value):
             self.add(
                 R.EXTERNAL_ACCESS, node, f"string `{_snippet(node, 40)}` holds a URL or data: URI"
             )
@@ -619,8 +630,8 @@ class StaticAnalyzer:
         fn = node.child_by_field_name("function")
         if fn is not None and fn.type == "import":
             self.add(R.EXTERNAL_ACCESS, node, f"`{_snippet(node)}` imports code")
-        if not self.values.library_call(node):
-            return
+        if self.replay or not self.values.library_call(node):
+            return  # replay: the record page's stubs call no argument (docs/gate.md, row 34)
         args = node.child_by_field_name("arguments")
         for arg in args.named_children if args is not None else []:
             target = arg
@@ -850,13 +861,18 @@ def judge(findings: list[Finding]) -> GateVerdict:
     return GateVerdict(first.code, first.detail(), "static")
 
 
-def check_static(reply: str, cfg: GateConfig, canvas_size: int) -> tuple[str | None, GateVerdict]:
+def check_static(reply: str, cfg: GateConfig, canvas_size: int, *, replay: bool = False
+                 ) -> tuple[str | None, GateVerdict]:
     """Run the static gate on a policy reply.
 
     Args:
         reply: the completion text (Markdown with a fenced sketch, or bare code).
         cfg: gate settings (brush whitelist and whether it is enforced).
         canvas_size: the side in pixels that createCanvas must ask for.
+        replay: the sketch renders with ``render.mode: replay`` (pass
+            ``cfg.render.mode == "replay"``): the checks that only guarded a captured sketch canvas
+            are left out (docs/gate.md, "Which checks replay leaves out"). False, the default, runs
+            every check, as ``render.mode: direct`` needs.
 
     Returns:
         ``(code, verdict)``: the extracted sketch (None when there is none) and a
@@ -867,10 +883,10 @@ def check_static(reply: str, cfg: GateConfig, canvas_size: int) -> tuple[str | N
     code = find_sketch(reply).code
     if code is None or not code.strip():
         return code, GateVerdict(R.NO_SKETCH, "no ```js block and no setup in the reply", "static")
-    return code, check_code(code, cfg, canvas_size)
+    return code, check_code(code, cfg, canvas_size, replay=replay)
 
 
-def check_code(code: str, cfg: GateConfig, canvas_size: int) -> GateVerdict:
+def check_code(code: str, cfg: GateConfig, canvas_size: int, *, replay: bool = False) -> GateVerdict:
     """The static verdict for already-extracted sketch code (a ``.js`` file).
 
     See :func:`check_static`; an empty ``code`` is ``no_sketch_in_response``.
@@ -878,15 +894,15 @@ def check_code(code: str, cfg: GateConfig, canvas_size: int) -> GateVerdict:
     if not code.strip():
         return GateVerdict(R.NO_SKETCH, "empty sketch", "static")
     try:
-        findings = StaticAnalyzer(code, cfg, canvas_size).run()
+        findings = StaticAnalyzer(code, cfg, canvas_size, replay=replay).run()
     except RecursionError:  # pathological nesting: fail closed rather than crash the reward actor
         return GateVerdict(R.SYNTAX_ERROR, "line 1: nesting too deep to analyse", "static")
     return judge(findings)
 
 
-def findings_for(code: str, cfg: GateConfig, canvas_size: int) -> list[Finding]:
+def findings_for(code: str, cfg: GateConfig, canvas_size: int, *, replay: bool = False) -> list[Finding]:
     """Every finding for already-extracted code, in priority order (for tools and tests)."""
-    return sorted(StaticAnalyzer(code, cfg, canvas_size).run(), key=lambda f: f.rank)
+    return sorted(StaticAnalyzer(code, cfg, canvas_size, replay=replay).run(), key=lambda f: f.rank)
 
 
 def _has_hole(arguments: Node) -> bool:

@@ -252,7 +252,8 @@ class GroupProducer:
     def _gate_static(self, ticket: Ticket, members: list[Completion], step: int) -> list[Sample]:
         samples = []
         for c in members:
-            code, verdict = check_static(c.text, self.cfg.gate, self.cfg.render.canvas_size)
+            code, verdict = check_static(c.text, self.cfg.gate, self.cfg.render.canvas_size,
+                                         replay=self.cfg.render.mode == "replay")
             samples.append(Sample(c, code or "", ticket.seed, ticket.group_id, step, verdict))
         return samples
 

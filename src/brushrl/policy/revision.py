@@ -126,7 +126,8 @@ class RevisionExamples:
             for item, name, code in self.plan():
                 prompt, reply = user_prompt(item.subject, c.prompts.template), as_reply(code)
                 seed = zlib.crc32(f"{item.name}:{name}".encode())
-                extracted, verdict = check_static(reply, c.gate, c.render.canvas_size)
+                extracted, verdict = check_static(reply, c.gate, c.render.canvas_size,
+                                                  replay=c.render.mode == "replay")
                 sample = Sample(Completion(prompt, reply, [], [], [], 0), extracted or "", seed, 0, 0, verdict)
                 if verdict.passed:
                     key = render_key(extracted, seed, c.render.canvas_size, renderer.env)

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     rc = cfg.render
     size = args.size or rc.canvas_size
-    static = None if args.no_gate else check_code(code, cfg.gate, size)
+    static = None if args.no_gate else check_code(code, cfg.gate, size, replay=cfg.render.mode == "replay")
     result = verdict = None
     if static is not None and not static.passed:
         verdict = static

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> dict:
     scorers: dict[str, dict] = {}
 
     t = time.perf_counter()
-    codes = [check_static(r, gate_cfg, render_cfg.canvas_size)[0] for r in replies]
+    codes = [check_static(r, gate_cfg, render_cfg.canvas_size, replay=render_cfg.mode == "replay")[0] for r in replies]
     stages["static_gate"] = time.perf_counter() - t
 
     renderer = Renderer.from_config(render_cfg)

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     completions = [c for group in engine.generate(prompts, args.n, seed=cfg.run.seed) for c in group]
     gen_s = time.perf_counter() - t0
-    judged = [check_static(c.text, cfg.gate, cfg.render.canvas_size)[1] for c in completions]
+    judged = [check_static(c.text, cfg.gate, cfg.render.canvas_size,
+                           replay=cfg.render.mode == "replay")[1] for c in completions]
     verdicts = Counter(v.verdict for v in judged)
     if args.dump:
         with open(args.dump, "w") as f:
