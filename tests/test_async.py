@@ -219,6 +219,29 @@ def test_a_step_goes_ahead_short_when_every_group_is_rejected():
     assert reports[-1].ledger["filtered"] >= 6
 
 
+def test_the_run_fails_loudly_when_every_group_keeps_failing():
+    """A lost node or dead actor makes every group fail at once; the loop must not count on through
+    empty (skipped) steps to a run that "finishes" having trained nothing: after
+    ``max_failed_steps`` such steps in a row it raises with the groups' own error. Filtered groups
+    (no reward spread) never count towards it."""
+    from brushrl.orchestrator.loop import GroupsFailing
+
+    engine = Engine()
+    learner = TimedLearner(engine)
+    ledger = GroupLedger(groups_per_step=1, max_staleness=0)
+    produce = make_producer(engine, learner, fail=set(range(1, 10_000)))  # group 0 trains, then all fail
+    loop = GRPOLoop(ledger, GroupFilter(), make_draw(), produce, learner, max_failed_steps=3)
+    reports = []
+    with pytest.raises(GroupsFailing, match=r"3 learner steps in a row.*rollout actor died"):
+        asyncio.run(loop.run(1, 50, reports.append))
+    assert [len(r.trained) for r in reports] == [1, 0, 0]  # step 4 raised: steps 2-4 had only failures
+    assert all(e.status == "failed" for r in reports[1:] for e in r.ended)
+
+    filtered = GRPOLoop(GroupLedger(groups_per_step=1, max_staleness=0), GroupFilter(), make_draw(),
+                        make_producer(engine, learner, rewards=lambda gid: [0.5, 0.5]), learner, max_failed_steps=1)
+    assert [r.trained for r in run_loop(filtered, 3)] == [[], [], []]  # skipped, but not failing
+
+
 # ----------------------------------------------------------------------------- bench summary
 def test_bench_summary_leaves_out_warmup_and_weights_staleness_by_groups():
     from brushrl.orchestrator.bench import summarize

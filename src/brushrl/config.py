@@ -894,6 +894,11 @@ class OrchestratorConfig(_Section):
     (filtered, failed, stale) since the last step, so a policy whose groups all lack reward
     spread cannot stall the run; the cap on DAPO's dynamic sampling, as verl's
     ``algorithm.filter_groups.max_num_gen_batches``. Larger: fewer short steps, longer waits."""
+    max_failed_steps: int = Field(3, ge=1)
+    """The run fails, naming the last group's error, after this many learner steps in a row were
+    skipped because every group of their window *failed* (its producer raised: a dead actor, a
+    lost node), rather than counting on through empty steps to a run that "finishes" having
+    trained nothing. Filtered and stale groups never count towards it."""
     sync_timeout_s: float = Field(300.0, gt=0)
     """Weight sync (learner adapter -> rollout engine) slower than this fails the run loudly."""
     sync_check: SyncCheckConfig = Field(default_factory=SyncCheckConfig)

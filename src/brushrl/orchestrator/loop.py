@@ -16,7 +16,10 @@ Admission and group end states follow :class:`brushrl.orchestrator.capacity.Grou
   groups that became too stale after a weight sync expire (``accepted`` -> ``stale``);
 * a step goes ahead short when ``max_rejected`` groups ended without being accepted since the last
   step (three batches' worth of production); with no group at all it is
-  skipped (no optimizer update, no new policy version).
+  skipped (no optimizer update, no new policy version);
+* after ``max_failed_steps`` skipped steps in a row whose every group *failed* (a producer raised:
+  a dead actor, a lost node) the loop raises :class:`GroupsFailing` with the last failure, instead
+  of counting on through empty steps.
 
 *Staleness* of a trained group = the learner's policy version when it trains on it minus the
 version that sampled it (``Completion.policy_version``): its oldest sample's, and with multi-turn
@@ -129,6 +132,11 @@ class StepReport:
     step_s: float = 0.0
 
 
+class GroupsFailing(RuntimeError):
+    """Every group of ``GRPOLoop.max_failed_steps`` learner steps in a row failed: the run cannot
+    train (its message names the count and the last group's error)."""
+
+
 class GRPOLoop:
     """Runs learner steps while producer tasks fill the ready buffer (module docstring).
 
@@ -146,6 +154,8 @@ class GRPOLoop:
             passes ``orchestrator.max_rejected_batches`` x groups_per_step).
         checkpoint: ``(step) -> awaitable | None``, called right after a step's weight sync and
             before the next learner call is issued (so it sees exactly that step's state).
+        max_failed_steps: raise :class:`GroupsFailing` after this many skipped steps in a row
+            whose every ended group failed (``orchestrator.max_failed_steps``; None: never).
     """
 
     def __init__(
@@ -159,6 +169,7 @@ class GRPOLoop:
         version: int = 0,
         max_rejected: int | None = None,
         checkpoint: Callable[[int], object | None] | None = None,
+        max_failed_steps: int | None = None,
     ) -> None:
         self.ledger = ledger
         self.group_filter = group_filter
@@ -172,6 +183,8 @@ class GRPOLoop:
         self.ready: list[tuple[int, Group, GroupCounts, Ticket]] = []
         self.ended: list[Ended] = []
         self.rejected = 0  # non-accepted ends since the last step
+        self.max_failed_steps = max_failed_steps
+        self.failed_steps = 0  # skipped steps in a row whose every group failed
         self.step = 0  # the learner step being prepared (groups submitted now record it)
         self._tasks: set[asyncio.Task] = set()
         self._cond: asyncio.Condition | None = None
@@ -274,6 +287,7 @@ class GRPOLoop:
                 ckpt = self.checkpoint(step)
                 trained = [Ended(t, g, "accepted", c, v) for v, g, c, t in batch]
                 ended, self.ended, self.rejected = self.ended + trained, [], 0
+                self._count_failing(ended)
                 self.step = step + 1
                 if step < last_step:  # no new work after the last step
                     self._admit()
@@ -294,6 +308,19 @@ class GRPOLoop:
                 task.cancel()
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+    def _count_failing(self, ended: list[Ended]) -> None:
+        """Count a step whose every ended group failed (none trained); raise
+        :class:`GroupsFailing` at ``max_failed_steps`` of them in a row."""
+        if not ended or any(e.status != "failed" for e in ended):
+            self.failed_steps = 0
+            return
+        self.failed_steps += 1
+        if self.max_failed_steps is not None and self.failed_steps >= self.max_failed_steps:
+            raise GroupsFailing(
+                f"every group failed for {self.failed_steps} learner steps in a row "
+                f"(orchestrator.max_failed_steps), {len(ended)} in the last; the last: {ended[-1].detail}")
 
 
 async def _maybe_await(value) -> None:

@@ -238,7 +238,8 @@ class Trainer:
 
         loop = GRPOLoop(ledger, GroupFilter.from_config(cfg.learner), producer.ticket, producer.produce,
                         pipe.learner_side(cfg, self.sync_check), version=self.state.policy_version, checkpoint=checkpoint,
-                        max_rejected=cfg.orchestrator.max_rejected_batches * cfg.rollout.groups_per_step)
+                        max_rejected=cfg.orchestrator.max_rejected_batches * cfg.rollout.groups_per_step,
+                        max_failed_steps=cfg.orchestrator.max_failed_steps)
         await loop.run(first_step, cfg.run.steps, on_step)
 
     def _say_batching(self, pipe: Pipeline) -> None:
