@@ -26,8 +26,6 @@ RAY_HEAD_ARGS ?=
 RAY_AGENT_PORT ?= 52365
 # Logical CPUs of the local head (2 real cores, oversubscribed: actors mostly wait on Chromium).
 RAY_CPUS ?= 4
-# GCS health checks lenient enough for a loaded 2-core machine (brushrl.ray_setup.LOCAL_HEALTH_CHECK).
-RAY_SYSTEM_CONFIG = $(shell $(VENV)/bin/python -c 'import json; from brushrl.ray_setup import LOCAL_HEALTH_CHECK as c; print(json.dumps(c, separators=(",", ":")))')
 # The job's runtime env (brushrl.ray_setup.job_runtime_env: this checkout as working dir and first on
 # the job's PYTHONPATH, its browser libraries, uploads without .git/.venv*/runs, 60 s for a graceful
 # `ray job stop`); read when a job is submitted, with the venv's Python.
@@ -89,8 +87,7 @@ ray-head:
 	@echo "[make] starting a local Ray head: dashboard $(RAY_DASHBOARD), token ~/.ray/auth_token, Ray's output in $(RAY_LOG)"
 	@RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address=127.0.0.1 --port=6379 \
 	  --dashboard-host=127.0.0.1 --dashboard-port=8265 --num-cpus=$(RAY_CPUS) --metrics-export-port=8080 \
-	  --dashboard-agent-listen-port=$(RAY_AGENT_PORT) --disable-usage-stats \
-	  --system-config='$(RAY_SYSTEM_CONFIG)' $(RAY_HEAD_ARGS) >>$(RAY_LOG) 2>&1 \
+	  --dashboard-agent-listen-port=$(RAY_AGENT_PORT) --disable-usage-stats $(RAY_HEAD_ARGS) >>$(RAY_LOG) 2>&1 \
 	  || { tail -n 25 $(RAY_LOG); exit 1; }
 	@$(VENV)/bin/python -m brushrl.ray_setup wait-healthy --agent-port $(RAY_AGENT_PORT) || { tail -n 25 $(RAY_LOG); exit 1; }
 

@@ -135,18 +135,3 @@ def test_ledger_invariant_holds_with_injected_failures(local_ray):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
-
-
-def test_a_local_cluster_gives_its_node_minutes_before_declaring_it_dead(local_ray):
-    """``start_local_ray`` passes ``LOCAL_HEALTH_CHECK`` as the cluster's system config (a loaded
-    2-core machine once had its only node marked dead after Ray's default ~50 s of missed health
-    checks): the driver and a worker both run with it."""
-    from brushrl.ray_setup import LOCAL_HEALTH_CHECK
-
-    @ray.remote(num_cpus=0)
-    def seen() -> tuple[int, int]:
-        return ray._config.health_check_timeout_ms(), ray._config.health_check_failure_threshold()
-
-    want = (LOCAL_HEALTH_CHECK["health_check_timeout_ms"], LOCAL_HEALTH_CHECK["health_check_failure_threshold"])
-    assert (ray._config.health_check_timeout_ms(), ray._config.health_check_failure_threshold()) == want
-    assert ray.get(seen.remote()) == want

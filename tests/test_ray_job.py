@@ -147,17 +147,6 @@ def test_make_ray_head_starts_in_a_home_where_ray_never_ran(local_head):
     assert refused.returncode != 0, refused.stdout[-2000:]
 
 
-def test_make_ray_head_passes_the_lenient_health_checks():
-    """``make ray-head`` starts its head with ``brushrl.ray_setup.LOCAL_HEALTH_CHECK`` as the
-    system config, as ``start_local_ray`` and ``PrivateHead`` do."""
-    from brushrl.ray_setup import LOCAL_HEALTH_CHECK
-
-    dry = subprocess.run(["make", "-n", "ray-head"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert dry.returncode == 0, dry.stderr
-    flag = next(w for w in dry.stdout.split() if w.startswith("--system-config="))
-    assert json.loads(flag.split("=", 1)[1].strip("'")) == LOCAL_HEALTH_CHECK
-
-
 def test_a_started_head_has_a_live_raylet_and_wait_healthy_knows_a_dead_port(local_head):
     """``start`` returned only once the node's agent reported the raylet and GCS alive (issue 38: the
     job API alone answered while the raylet could still abort); ``python -m brushrl.ray_setup

@@ -3,7 +3,6 @@ head that jobs are submitted to (:class:`PrivateHead`), and the runtime env of a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -27,15 +26,6 @@ log = logging.getLogger(__name__)
 #: repeatedly on the shared 2-core machine at load ~30), and ray.init then raises "The current node
 #: timed out during startup"; a second start usually finds the imports in the page cache.
 _START_ATTEMPTS = 3
-
-#: GCS health checks of a node this module starts (Ray 2.60's defaults: a check every 3 s, 10 s
-#: timeout, the node dead after 5 failed in a row; ``ray/common/ray_config_def.h``). A local
-#: cluster's only node is the driver's own machine, and on a loaded 2-core box its raylet can miss
-#: them: on 2026-12-07 a study run started at ``nice -n 19`` beside a CI run (load ~40) had its node
-#: marked dead after missed heartbeats, every actor died and the run failed at step 40 of 60. Here a
-#: node must stay silent for minutes before it is declared dead. :class:`PrivateHead` and
-#: ``make ray-head`` pass it as ``ray start --system-config``.
-LOCAL_HEALTH_CHECK = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 20}
 
 
 def init_ray(cfg: RayConfig) -> None:
@@ -64,8 +54,7 @@ def init_ray(cfg: RayConfig) -> None:
 
 def start_local_ray(**kwargs) -> None:
     """Start a new local Ray cluster bound to 127.0.0.1: ``ray.init(address="local",
-    include_dashboard=False, _node_ip_address="127.0.0.1", _system_config=LOCAL_HEALTH_CHECK,
-    **kwargs)`` with
+    include_dashboard=False, _node_ip_address="127.0.0.1", **kwargs)`` with
     ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, tried up to ``_START_ATTEMPTS`` times when Ray's
     startup times out (see ``_START_ATTEMPTS``). A cluster this process is already connected to
     is shut down first, so the new one has exactly ``kwargs``' resources. The tests start their
@@ -77,7 +66,7 @@ def start_local_ray(**kwargs) -> None:
     if ray.is_initialized():
         ray.shutdown()
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    kwargs = {"include_dashboard": False, "_system_config": dict(LOCAL_HEALTH_CHECK), **kwargs}
+    kwargs = {"include_dashboard": False, **kwargs}
     for attempt in range(1, _START_ATTEMPTS + 1):
         try:
             # address="local": always a new cluster, never attach to one found in /tmp/ray
@@ -249,7 +238,7 @@ class PrivateHead:
         subprocess.run([str(self.bin / "ray"), "get-auth-token", "--generate"], env=self.env, capture_output=True,
                        timeout=120)
         cmd = [str(self.bin / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
-               "--disable-usage-stats", f"--system-config={json.dumps(LOCAL_HEALTH_CHECK, separators=(',', ':'))}", *args]
+               "--disable-usage-stats", *args]
         with open(self.log_path, "a") as log:
             return subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
