@@ -309,7 +309,6 @@ class GRPOLoop:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
-
     def _count_failing(self, ended: list[Ended]) -> None:
         """Count a step whose every ended group failed (none trained); raise
         :class:`GroupsFailing` at ``max_failed_steps`` of them in a row."""
