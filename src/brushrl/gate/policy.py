@@ -209,16 +209,13 @@ RESERVED_TOP_LEVEL: frozenset[str] = frozenset(
 )
 
 #: Schemes and URLs inside string literals -> ``external_access`` (data: URIs smuggle images in).
-URL_IN_STRING = re.compile(
-    r"(?i)(?<![\w-])(data:[\w.+-]*[/,;]|blob:|javascript:|filesystem:|(https?|wss?|ftp)://)"
-)
+_URL_SCHEMES = r"blob:|javascript:|filesystem:|(https?|wss?|ftp)://"
+URL_IN_STRING = re.compile(r"(?i)(?<![\w-])(data:[\w.+-]*[/,;]|" + _URL_SCHEMES + ")")
 
 #: :data:`URL_IN_STRING` without ``data:`` (``render.mode: replay``): a ``data:`` URI reaches no
 #: network, and it only kept image data out of the sketch's own captured canvas, which the replay
 #: never captures (docs/gate.md, row 31).
-URL_IN_STRING_REPLAY = re.compile(
-    r"(?i)(?<![\w-])(blob:|javascript:|filesystem:|(https?|wss?|ftp)://)"
-)
+URL_IN_STRING_REPLAY = re.compile(r"(?i)(?<![\w-])(" + _URL_SCHEMES + ")")
 
 #: Capitalised ECMAScript built-ins outside :data:`ALLOWED_JS_GLOBALS` that the static gate lets
 #: through with ``render.mode: replay`` (docs/gate.md, row 21). They were refused as raw memory

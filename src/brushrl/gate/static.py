@@ -871,7 +871,7 @@ def check_static(reply: str, cfg: GateConfig, canvas_size: int, *, replay: bool 
         canvas_size: the side in pixels that createCanvas must ask for.
         replay: the sketch renders with ``render.mode: replay`` (pass
             ``cfg.render.mode == "replay"``): the checks that only guarded a captured sketch canvas
-            are left out (docs/gate.md, "Which checks replay leaves out"). False, the default, runs
+            are left out (docs/gate.md, "Left out under replay"). False, the default, runs
             every check, as ``render.mode: direct`` needs.
 
     Returns:
