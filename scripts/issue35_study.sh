@@ -5,7 +5,9 @@
 #   brushrl eval OUT_DIR/ARM_seedSEED --checkpoint 20 --checkpoint latest
 # ARM A: the demo's reward and the total advantage; B: subject + novelty (distinct 0.6) +
 # the gate_quality advantage (B, seed 0: novelty rose, pool similarity and subject fell); C: B without
-# novelty (its weight to pool similarity).
+# novelty (its weight to pool similarity); D: C with learner.lr 1e-3 (D, seed 0: the gate fell 24
+# points); E: C with a KL to the warm start (learner.beta 0.04, TRL's former default: the reference
+# is the warm start itself, the adapter disabled), to keep the gate from falling.
 set -euo pipefail
 arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
 cd "$(dirname "$0")/.."
@@ -17,9 +19,10 @@ if [ "$arm" = B ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
     --set reward.novelty.distinct=0.6)
-elif [ "$arm" = C ] || [ "$arm" = D ]; then
+elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
   if [ "$arm" = D ]; then common+=(--set learner.lr=1.0e-3); fi
+  if [ "$arm" = E ]; then common+=(--set learner.beta=0.04); fi
 fi
 exec .venv/bin/brushrl train "${common[@]}" > "$OUT_DIR/${arm}_seed${seed}.log" 2>&1

@@ -175,7 +175,40 @@ def test_warm_start_learns_and_caches(tmp_path):
     # Any input change is a different entry; no temporary folder is left behind.
     other = warm_start(tiny_policy_cfg(tmp_path, enabled=False), corpus, SYSTEM, "Paint {subject}.", threads=1)
     assert other not in (trained, untrained)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (trained, untrained, other))
+    entries = [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")]  # the keys' lock files stay
+    assert sorted(entries) == sorted(p.name for p in (trained, untrained, other))
+
+
+def test_a_warm_start_being_trained_elsewhere_is_waited_for_not_trained_again(tmp_path, caplog):
+    """While another process holds a key's lock (it is training that entry), ``warm_start`` waits
+    for it and returns the entry it finished, without training: the lock is seen blocked in
+    /proc/locks (an event, not a sleep), the entry then written as the other process would."""
+    import fcntl
+    import threading
+
+    from brushrl.policy.sft import cache_key
+
+    corpus = standin_corpus(4)
+    cfg = tiny_policy_cfg(tmp_path)
+    final = tmp_path / cache_key(cfg, corpus, SYSTEM, TEMPLATE, None)
+    got: list = []
+    with open(tmp_path / f".{final.name}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiter = threading.Thread(target=lambda: got.append(warm_start(cfg, corpus, SYSTEM, TEMPLATE, threads=1)))
+        with caplog.at_level("INFO", logger="brushrl.policy.sft"):
+            waiter.start()
+            deadline = time.monotonic() + 120
+            while not any(" -> FLOCK " in line for line in open("/proc/locks")):  # the waiter is blocked on it
+                assert waiter.is_alive() and time.monotonic() < deadline, "warm_start did not wait for the lock"
+                time.sleep(0.01)
+            final.mkdir()
+            (final / DONE_MARKER).write_text(json.dumps({"trained_by": "the other process"}))
+            fcntl.flock(held, fcntl.LOCK_UN)
+            waiter.join(timeout=120)
+    assert got == [final]
+    assert json.loads((final / DONE_MARKER).read_text()) == {"trained_by": "the other process"}
+    assert "trained by another process while this one waited" in caplog.text
+    assert "training it now" not in caplog.text
 
 
 def test_warm_start_rejects_empty_corpus(tmp_path):

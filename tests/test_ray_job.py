@@ -166,32 +166,13 @@ def test_a_started_head_has_a_live_raylet_and_wait_healthy_knows_a_dead_port(loc
 
 
 @pytest.mark.slow
-def test_ray_job_submit(tmp_path, local_head, fresh_ray):
-    """``ray job submit`` of rayjobs/train.py against a local head, with the runtime env ``make submit`` uses
-    (moved here from test_train.py to share the module's head)."""
-    head = local_head
-    overrides = small_overrides(tmp_path, steps=1)
-    overrides["logging.trackers"] = ["tensorboard"]  # the job's driver logs (no actor does)
-    sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
-    from brushrl.ray_setup import job_runtime_env
-
-    out = head.job("submit", "--runtime-env-json", json.dumps(job_runtime_env(ROOT)), "--",
-                   "python", "rayjobs/train.py", "--config", "configs/local.yaml", *sets, timeout=900)
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log[-4000:]
-    assert "succeeded" in log and "[brushrl] gallery:" in log, log[-4000:]
-    assert (tmp_path / "runs" / "e2e" / "rollouts.parquet").exists()
-    assert "[brushrl] trackers: tensorboard" in log
-    assert len(list((tmp_path / "runs" / "e2e" / "tensorboard").glob("events.out.tfevents.*"))) >= 1
-
-
-@pytest.mark.slow
 def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
     tag = uuid.uuid4().hex
     runtime_env = job_runtime_env(ROOT)  # what `make submit` submits with
     runtime_env["env_vars"]["BRUSHRL_JOB_TAG"] = tag  # inherited by the driver, the actors and Chromium
     steps = 30  # far more than run before the stop
     overrides = small_overrides(tmp_path, steps=steps)
+    overrides["logging.trackers"] = ["tensorboard"]  # the job's driver logs (no actor does)
     sets = [f"--set={k}={json.dumps(v)}" for k, v in overrides.items() if not k.startswith("ray.")]
     job_id = f"brushrl-stop-{tag[:8]}"
     out = local_head.job("submit", "--no-wait", "--submission-id", job_id, "--working-dir", str(ROOT),
@@ -222,6 +203,11 @@ def test_ray_job_stop_ends_a_training_job_cleanly(tmp_path, local_head):
     assert status == "STOPPED", logs[-3000:]
     # The graceful path ran (not Ray's SIGKILL after the grace period): final status and gallery.
     assert "[brushrl] stopped (SIGTERM)" in logs and "[brushrl] gallery:" in logs, logs[-3000:]
+    # The job's driver wrote its trackers (a 1-step job run to its end asserted this once: it cost
+    # 216 s of CI's tests and showed nothing this job does not; `make demo`, which CI runs, submits
+    # the same runtime env to a job that succeeds).
+    assert "[brushrl] trackers: tensorboard" in logs, logs[-3000:]
+    assert list((run / "tensorboard").glob("events.out.tfevents.*")), "the job's driver wrote no TensorBoard events"
     print(f"ray job stop -> STOPPED in {stop_s:.1f} s")
 
     left = tagged_processes(tag)

@@ -294,11 +294,11 @@ def test_eval_scores_base_and_checkpoint_and_the_same_seed_gives_the_same_number
 @pytest.mark.slow
 def test_two_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
     """``learner.strategy: deepspeed``: two ZeRO-3 workers on gloo train behind the one learner the
-    driver sees; every artefact is written and each checkpoint holds both ranks' shards. Runs in the
-    module's cluster (new actors: the earlier runs killed theirs). Two steps: both checkpoints
-    hold both ranks' shards; a third step asserted nothing new and took a third of the test's 805 s
-    in CI's run of stop 43."""
-    overrides = small_overrides(tmp_path, steps=2) | {
+    driver sees; every artefact is written and the checkpoint holds both ranks' shards. Runs in the
+    module's cluster (new actors: the earlier runs killed theirs). One step: what the workers share
+    is set up, stepped and saved in it; a third step asserted nothing new and took a third of the
+    test's 805 s in CI's run of stop 43, a second step 40-50 s of 138 at stop 45 (issue 38)."""
+    overrides = small_overrides(tmp_path, steps=1) | {
         "learner.strategy": "deepspeed", "learner.workers": 2, "learner.deepspeed": {"zero_stage": 3}}
     log = io.StringIO()
     gallery = Trainer(load_config(ROOT / "configs/local.yaml", overrides), log=log).run()
@@ -306,19 +306,20 @@ def test_two_steps_with_two_deepspeed_learner_workers(tmp_path, cluster):
     assert "[brushrl] learner: deepspeed ZeRO-3 x 2 workers (gloo)" in log.getvalue(), log.getvalue()[-3000:]
     assert "data-state='finished'" in gallery.read_text()
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2]
+    assert [m["step"] for m in metrics] == [1]
     assert all(m["time/update_s"] > 0 for m in metrics)
-    assert set(pd.read_parquet(run / "rollouts.parquet")["step"]) == {1, 2}
+    assert set(pd.read_parquet(run / "rollouts.parquet")["step"]) == {1}
     assert list((run / "png").rglob("*.png")), "no painting was rendered"
-    for step in (1, 2):
+    for step in (1,):
         ckpt = run / "checkpoints" / f"step_{step:04d}"
         files = {p.name for p in ckpt.rglob("*") if p.is_file()}
         assert {"trainer_state.json", "adapter_model.safetensors", "learner_state.pt", "rng_rank001.pt",
                 "zero_pp_rank_1_mp_rank_00_optim_states.pt"} <= files, (step, sorted(files))
     # one optimizer step per step with an accepted group (a group where the memorised policy failed
-    # or passed every sample has no variance and is filtered): at least one, and the checkpoint agrees
+    # or passed every sample has no variance and is filtered; a step waits for up to 20 groups for
+    # one with some): one, and the checkpoint agrees
     trained = sum(1 for m in metrics if m.get("groups/accepted", 0) > 0)
-    state = json.loads((run / "checkpoints" / "step_0002" / "trainer_state.json").read_text())
+    state = json.loads((run / "checkpoints" / "step_0001" / "trainer_state.json").read_text())
     assert trained >= 1 and state["policy_version"] == trained, (trained, state)
 
 

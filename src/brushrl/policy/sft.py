@@ -21,6 +21,7 @@ shipped entry is still the demo config's key.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -332,6 +333,10 @@ def warm_start(
 ) -> Path:
     """Train (or find cached) the tokenizer and warm-started tiny policy.
 
+    Callers that want one key at once (two processes, two test workers) train it once: one holds
+    the key's lock file (``.KEY.lock`` in the cache folder) while it trains, the others wait on it
+    and return the entry it wrote.
+
     Args:
         cfg: ``cfg.tiny`` sizes the model, ``cfg.sft`` the training (``enabled=False`` saves the
             untrained model, still with a corpus-trained tokenizer).
@@ -364,59 +369,68 @@ def warm_start(
         _install(shipped, final)
         log.info("SFT warm start shipped with brushrl (key %s), copied to %s", final.name, final)
         return final
-    log.warning("SFT warm start: no cached or shipped entry for key %s (shipped: %s); training it now "
-                "(the demo's 24 epochs: ~1 min on a GPU, ~40 min on 2 quiet cores)", final.name,
-                ", ".join(sorted(p.name for p in SHIPPED_DIR.glob("*") if p.is_dir())) or "none")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{final.name}.lock", "w") as lock:
+        # One process trains a key; another that wants it meanwhile (two test workers, two CLIs on
+        # one machine) waits here and then finds it cached, instead of training the same model
+        # beside it on the same cores. A process that dies holding it releases it (flock(2)).
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / DONE_MARKER).exists():
+            log.info("SFT cache hit (trained by another process while this one waited): %s", final)
+            return final
+        log.warning("SFT warm start: no cached or shipped entry for key %s (shipped: %s); training it now "
+                    "(the demo's 24 epochs: ~1 min on a GPU, ~40 min on 2 quiet cores)", final.name,
+                    ", ".join(sorted(p.name for p in SHIPPED_DIR.glob("*") if p.is_dir())) or "none")
 
-    t0 = time.perf_counter()
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads or sft_threads())
-    try:
-        built = revisions.build(str(root / "renders")) if revisions else []
-        if revisions:
-            log.info("SFT warm start: %d revision examples (%s)", len(built),
-                     ", ".join(f"{d} {sum(r.damage == d for r in built)}" for d in sorted({r.damage for r in built})))
-        torch.manual_seed(0)
-        tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size,
-                                    words=subject_words([s for s, _ in corpus] + list(COLOUR_WORDS)))
-        model = build_tiny_model(cfg.tiny, tokenizer)
-        examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template, cfg.sft.steer_weight)
-        examples += encode_revision_examples(tokenizer, built, system_prompt, prompt_template)
-        longest = max(len(e.input_ids) for e in examples)
-        if longest > cfg.tiny.max_position_embeddings:
-            log.warning("longest SFT example %d tokens > max_position_embeddings", longest)
-        losses = train_sft(model, examples, cfg, tokenizer.pad_token_id) if cfg.sft.enabled else []
-    finally:
-        torch.set_num_threads(previous_threads)
-    seconds = time.perf_counter() - t0
-    tail = losses[-max(1, len(losses) // 10) :]  # final loss: mean over the last 10% of steps
-    final_loss = sum(tail) / len(tail) if tail else float("nan")
-    reply_tokens = sum(sum(1 for t in e.labels if t != IGNORE) for e in examples) / len(examples)
-    log.info(
-        "SFT warm start: final loss %.4f, %.1f s, %d examples, %.0f reply tokens/example, %d params",
-        final_loss, seconds, len(examples), reply_tokens, model.num_parameters(),
-    )
+        t0 = time.perf_counter()
+        previous_threads = torch.get_num_threads()
+        torch.set_num_threads(threads or sft_threads())
+        try:
+            built = revisions.build(str(root / "renders")) if revisions else []
+            if revisions:
+                log.info("SFT warm start: %d revision examples (%s)", len(built),
+                         ", ".join(f"{d} {sum(r.damage == d for r in built)}" for d in sorted({r.damage for r in built})))
+            torch.manual_seed(0)
+            tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size,
+                                        words=subject_words([s for s, _ in corpus] + list(COLOUR_WORDS)))
+            model = build_tiny_model(cfg.tiny, tokenizer)
+            examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template, cfg.sft.steer_weight)
+            examples += encode_revision_examples(tokenizer, built, system_prompt, prompt_template)
+            longest = max(len(e.input_ids) for e in examples)
+            if longest > cfg.tiny.max_position_embeddings:
+                log.warning("longest SFT example %d tokens > max_position_embeddings", longest)
+            losses = train_sft(model, examples, cfg, tokenizer.pad_token_id) if cfg.sft.enabled else []
+        finally:
+            torch.set_num_threads(previous_threads)
+        seconds = time.perf_counter() - t0
+        tail = losses[-max(1, len(losses) // 10) :]  # final loss: mean over the last 10% of steps
+        final_loss = sum(tail) / len(tail) if tail else float("nan")
+        reply_tokens = sum(sum(1 for t in e.labels if t != IGNORE) for e in examples) / len(examples)
+        log.info(
+            "SFT warm start: final loss %.4f, %.1f s, %d examples, %.0f reply tokens/example, %d params",
+            final_loss, seconds, len(examples), reply_tokens, model.num_parameters(),
+        )
 
-    tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    summary = {
-        "revision_examples": len(built),
-        "final_loss": final_loss,
-        "seconds": seconds,
-        "steps": len(losses),
-        "examples": len(examples),
-        "reply_tokens_mean": reply_tokens,
-        "parameters": model.num_parameters(),
-    }
-    (tmp / DONE_MARKER).write_text(json.dumps(summary))
-    try:
-        os.rename(tmp, final)
-    except OSError:  # another process finished the same entry first: keep theirs
+        tmp = root / f".tmp-{final.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        tmp.mkdir(parents=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        summary = {
+            "revision_examples": len(built),
+            "final_loss": final_loss,
+            "seconds": seconds,
+            "steps": len(losses),
+            "examples": len(examples),
+            "reply_tokens_mean": reply_tokens,
+            "parameters": model.num_parameters(),
+        }
+        (tmp / DONE_MARKER).write_text(json.dumps(summary))
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process finished the same entry first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
 
 
 def _install(src: Path, final: Path) -> None:
