@@ -7,7 +7,8 @@
 # the gate_quality advantage (B, seed 0: novelty rose, pool similarity and subject fell); C: B without
 # novelty (its weight to pool similarity); D: C with learner.lr 1e-3 (D, seed 0: the gate fell 24
 # points); E: C with a KL to the warm start (learner.beta 0.04, TRL's former default: the reference
-# is the warm start itself, the adapter disabled), to keep the gate from falling.
+# is the warm start itself, the adapter disabled), to keep the gate from falling; F: E with groups of
+# 8 (rollout.group_size; 4 before), so a group's passing paintings differ enough to rank.
 set -euo pipefail
 arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
 cd "$(dirname "$0")/.."
@@ -19,10 +20,11 @@ if [ "$arm" = B ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
     --set reward.novelty.distinct=0.6)
-elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ]; then
+elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ] || [ "$arm" = F ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
   if [ "$arm" = D ]; then common+=(--set learner.lr=1.0e-3); fi
-  if [ "$arm" = E ]; then common+=(--set learner.beta=0.04); fi
+  if [ "$arm" = E ] || [ "$arm" = F ]; then common+=(--set learner.beta=0.04); fi
+  if [ "$arm" = F ]; then common+=(--set rollout.group_size=8); fi
 fi
 exec .venv/bin/brushrl train "${common[@]}" > "$OUT_DIR/${arm}_seed${seed}.log" 2>&1
