@@ -378,59 +378,67 @@ def warm_start(
         if (final / DONE_MARKER).exists():
             log.info("SFT cache hit (trained by another process while this one waited): %s", final)
             return final
-        log.warning("SFT warm start: no cached or shipped entry for key %s (shipped: %s); training it now "
-                    "(the demo's 24 epochs: ~1 min on a GPU, ~40 min on 2 quiet cores)", final.name,
-                    ", ".join(sorted(p.name for p in SHIPPED_DIR.glob("*") if p.is_dir())) or "none")
+        return _train_entry(cfg, corpus, system_prompt, prompt_template, threads, revisions, final)
 
-        t0 = time.perf_counter()
-        previous_threads = torch.get_num_threads()
-        torch.set_num_threads(threads or sft_threads())
-        try:
-            built = revisions.build(str(root / "renders")) if revisions else []
-            if revisions:
-                log.info("SFT warm start: %d revision examples (%s)", len(built),
-                         ", ".join(f"{d} {sum(r.damage == d for r in built)}" for d in sorted({r.damage for r in built})))
-            torch.manual_seed(0)
-            tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size,
-                                        words=subject_words([s for s, _ in corpus] + list(COLOUR_WORDS)))
-            model = build_tiny_model(cfg.tiny, tokenizer)
-            examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template, cfg.sft.steer_weight)
-            examples += encode_revision_examples(tokenizer, built, system_prompt, prompt_template)
-            longest = max(len(e.input_ids) for e in examples)
-            if longest > cfg.tiny.max_position_embeddings:
-                log.warning("longest SFT example %d tokens > max_position_embeddings", longest)
-            losses = train_sft(model, examples, cfg, tokenizer.pad_token_id) if cfg.sft.enabled else []
-        finally:
-            torch.set_num_threads(previous_threads)
-        seconds = time.perf_counter() - t0
-        tail = losses[-max(1, len(losses) // 10) :]  # final loss: mean over the last 10% of steps
-        final_loss = sum(tail) / len(tail) if tail else float("nan")
-        reply_tokens = sum(sum(1 for t in e.labels if t != IGNORE) for e in examples) / len(examples)
-        log.info(
-            "SFT warm start: final loss %.4f, %.1f s, %d examples, %.0f reply tokens/example, %d params",
-            final_loss, seconds, len(examples), reply_tokens, model.num_parameters(),
-        )
 
-        tmp = root / f".tmp-{final.name}-{os.getpid()}"
+def _train_entry(cfg: PolicyConfig, corpus: list[tuple[str, str]], system_prompt: str, prompt_template: str,
+                 threads: int | None, revisions: RevisionExamples | None, final: Path) -> Path:
+    """Train the cache entry ``final`` (:func:`warm_start`'s arguments; the caller holds its lock)
+    and rename it into place; returns ``final``."""
+    root = final.parent
+    log.warning("SFT warm start: no cached or shipped entry for key %s (shipped: %s); training it now "
+                "(the demo's 24 epochs: ~1 min on a GPU, ~40 min on 2 quiet cores)", final.name,
+                ", ".join(sorted(p.name for p in SHIPPED_DIR.glob("*") if p.is_dir())) or "none")
+
+    t0 = time.perf_counter()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads or sft_threads())
+    try:
+        built = revisions.build(str(root / "renders")) if revisions else []
+        if revisions:
+            log.info("SFT warm start: %d revision examples (%s)", len(built),
+                     ", ".join(f"{d} {sum(r.damage == d for r in built)}" for d in sorted({r.damage for r in built})))
+        torch.manual_seed(0)
+        tokenizer = train_tokenizer(tokenizer_texts(corpus, system_prompt, prompt_template, built), cfg.tiny.vocab_size,
+                                    words=subject_words([s for s, _ in corpus] + list(COLOUR_WORDS)))
+        model = build_tiny_model(cfg.tiny, tokenizer)
+        examples = encode_examples(tokenizer, corpus, system_prompt, prompt_template, cfg.sft.steer_weight)
+        examples += encode_revision_examples(tokenizer, built, system_prompt, prompt_template)
+        longest = max(len(e.input_ids) for e in examples)
+        if longest > cfg.tiny.max_position_embeddings:
+            log.warning("longest SFT example %d tokens > max_position_embeddings", longest)
+        losses = train_sft(model, examples, cfg, tokenizer.pad_token_id) if cfg.sft.enabled else []
+    finally:
+        torch.set_num_threads(previous_threads)
+    seconds = time.perf_counter() - t0
+    tail = losses[-max(1, len(losses) // 10) :]  # final loss: mean over the last 10% of steps
+    final_loss = sum(tail) / len(tail) if tail else float("nan")
+    reply_tokens = sum(sum(1 for t in e.labels if t != IGNORE) for e in examples) / len(examples)
+    log.info(
+        "SFT warm start: final loss %.4f, %.1f s, %d examples, %.0f reply tokens/example, %d params",
+        final_loss, seconds, len(examples), reply_tokens, model.num_parameters(),
+    )
+
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    summary = {
+        "revision_examples": len(built),
+        "final_loss": final_loss,
+        "seconds": seconds,
+        "steps": len(losses),
+        "examples": len(examples),
+        "reply_tokens_mean": reply_tokens,
+        "parameters": model.num_parameters(),
+    }
+    (tmp / DONE_MARKER).write_text(json.dumps(summary))
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process finished the same entry first: keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        summary = {
-            "revision_examples": len(built),
-            "final_loss": final_loss,
-            "seconds": seconds,
-            "steps": len(losses),
-            "examples": len(examples),
-            "reply_tokens_mean": reply_tokens,
-            "parameters": model.num_parameters(),
-        }
-        (tmp / DONE_MARKER).write_text(json.dumps(summary))
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another process finished the same entry first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
-        return final
+    return final
 
 
 def _install(src: Path, final: Path) -> None:
