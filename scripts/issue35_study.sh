@@ -8,7 +8,8 @@
 # novelty (its weight to pool similarity); D: C with learner.lr 1e-3 (D, seed 0: the gate fell 24
 # points); E: C with a KL to the warm start (learner.beta 0.04, TRL's former default: the reference
 # is the warm start itself, the adapter disabled), to keep the gate from falling; F: E with groups of
-# 8 (rollout.group_size; 4 before), so a group's passing paintings differ enough to rank.
+# 8 (rollout.group_size; 4 before), so a group's passing paintings differ enough to rank; G: E
+# trained on 4 of the pool's subjects so that 12 are held out (the issue's 12 prompts x 4 samples).
 set -euo pipefail
 arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
 cd "$(dirname "$0")/.."
@@ -20,11 +21,15 @@ if [ "$arm" = B ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
     --set reward.novelty.distinct=0.6)
-elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ] || [ "$arm" = F ]; then
+elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
   if [ "$arm" = D ]; then common+=(--set learner.lr=1.0e-3); fi
-  if [ "$arm" = E ] || [ "$arm" = F ]; then common+=(--set learner.beta=0.04); fi
+  if [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ]; then common+=(--set learner.beta=0.04); fi
   if [ "$arm" = F ]; then common+=(--set rollout.group_size=8); fi
+  if [ "$arm" = G ]; then
+    common+=(--set 'prompts.subjects=["a peach hibiscus", "a coral poppy", "a white anemone", "a violet iris"]'
+      --set 'eval.subjects=["a red poppy", "a purple anemone", "a red rose", "a pink lotus", "a red tulip", "an orange marigold", "a red camellia", "a red zinnia", "a pink cosmos", "a wild rose", "a magenta hibiscus", "a yellow hibiscus"]')
+  fi
 fi
 exec .venv/bin/brushrl train "${common[@]}" > "$OUT_DIR/${arm}_seed${seed}.log" 2>&1
