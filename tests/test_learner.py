@@ -439,6 +439,34 @@ def test_gate_quality_gives_quality_among_passes_the_gate_s_weight():
         gate_quality_advantages([[0.5, 0.0]], [[True, None]])
 
 
+def test_gate_quality_scale_rewards_gives_an_all_pass_batch_the_spread_of_one_with_failures():
+    """Under ``none`` a group that all passed keeps quality's raw spread (0.05 here: a step of it
+    moves the policy a fraction of a step with a failure); ``batch`` and ``group`` give every batch
+    or group unit spread, with the same order and signs as ``none``."""
+    from brushrl.learner.advantages import gate_quality_advantages, reward_std
+
+    all_pass = [[0.55, 0.60, 0.65, 0.70]]
+    verdicts = [[True] * 4]
+    mixed = [[0.0, 0.40, 0.50, 0.0]]
+    mixed_v = [[False, True, True, False]]
+    none = gate_quality_advantages(all_pass, verdicts, 1e-6)[0]
+    assert reward_std(none) == pytest.approx(reward_std(all_pass[0]))  # 0.065: quality's own spread
+    for scale in ("batch", "group"):
+        unit = gate_quality_advantages(all_pass, verdicts, 1e-6, scale)[0]
+        assert reward_std(unit) == pytest.approx(1.0)
+        assert [math.copysign(1, a) for a in unit] == [math.copysign(1, a) for a in none]
+        assert reward_std(gate_quality_advantages(mixed, mixed_v, 1e-6, scale)[0]) == pytest.approx(1.0)
+    # two groups in one batch: "group" scales each to unit spread, "batch" the two together
+    both = gate_quality_advantages(all_pass + mixed, verdicts + mixed_v, 1e-6, "group")
+    assert [reward_std(g) for g in both] == pytest.approx([1.0, 1.0])
+    batch = gate_quality_advantages(all_pass + mixed, verdicts + mixed_v, 1e-6, "batch")
+    assert reward_std([a for g in batch for a in g]) == pytest.approx(1.0)
+    # nothing to scale: a group without spread stays 0, never divided by it
+    assert gate_quality_advantages([[0.5, 0.5]], [[True, True]], 1e-6, "group") == [[0.0, 0.0]]
+    with pytest.raises(ValueError, match="scale_rewards"):
+        gate_quality_advantages(all_pass, verdicts, 1e-6, "whole")
+
+
 def test_learner_trains_with_gate_quality_advantages():
     learner = make_learner(advantage="gate_quality")
     group = make_group(learner, [0.4, 0.5, 0.0, 0.0])

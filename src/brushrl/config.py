@@ -727,7 +727,9 @@ class LearnerConfig(_Section):
     lr_scheduler: str = "constant_with_warmup"
     warmup_steps: int = Field(2, ge=0)
     scale_rewards: Literal["none", "group", "batch"] = "none"
-    """TRL's advantage scaling; ``none`` (seeds: one gate rejection shrank survivors' advantages)."""
+    """TRL's advantage scaling; ``none`` (seeds: one gate rejection shrank survivors' advantages).
+    Under ``advantage: gate_quality``: ``none`` scales the summed channels to the total reward's
+    batch spread, ``batch`` / ``group`` to unit spread per batch / group (GDPO's normalisation)."""
     loss_type: str = "dapo"
     """TRL loss type (dapo, grpo, dr_grpo, bnpo, ...)."""
     beta: float = Field(0.0, ge=0)
@@ -737,8 +739,8 @@ class LearnerConfig(_Section):
     advantage: Literal["total", "gate_quality"] = "total"
     """How a group's rewards become advantages. ``total``: GRPO's, on the total reward, scaled by
     ``scale_rewards``. ``gate_quality``: the gate (pass/fail) and the quality of the passing
-    paintings normalised apart and summed, GDPO-style (arXiv:2601.05242), then scaled to the total
-    reward's batch spread (``scale_rewards`` unused): a painting better than its passing group-mates
+    paintings normalised apart and summed, GDPO-style (arXiv:2601.05242), then scaled as
+    ``scale_rewards`` says (``none``: to the total reward's batch spread): a painting better than its passing group-mates
     gains as much as a pass over a failure (``brushrl.learner.advantages.gate_quality_advantages``;
     why and what it did: docs/reward.md)."""
     activation_checkpointing: bool | None = None

@@ -408,7 +408,8 @@ class GRPOLearner:
                 kept.append(group)
         rewards = [[s.reward for s in g] for g in kept]
         if self.cfg.advantage == "gate_quality":
-            advs = gate_quality_advantages(rewards, [[s.passed for s in g] for g in kept], self.cfg.zero_variance_tol)
+            advs = gate_quality_advantages(rewards, [[s.passed for s in g] for g in kept], self.cfg.zero_variance_tol,
+                                            self.cfg.scale_rewards)
         else:
             advs = batch_advantages(rewards, self.cfg.scale_rewards, self.cfg.zero_variance_tol)
         samples, advantages = [], []
