@@ -10,9 +10,9 @@
 # is the warm start itself, the adapter disabled), to keep the gate from falling; F: E with groups of
 # 8 (rollout.group_size; 4 before), so a group's passing paintings differ enough to rank; G: E
 # trained on 4 of the pool's subjects so that 12 are held out (the issue's 12 prompts x 4 samples);
-# H: E with gate_quality's sum at unit spread (learner.scale_rewards batch: a step whose group all
-# passed moved the policy a fifth of one with a failure) and learner.lr 2e-4 (unit advantages are
-# ~3x the size of E's in a step with a failure, so the gate's step stays near E's).
+# H: G with gate_quality's sum at unit spread (learner.scale_rewards batch: a step whose group all
+# passed moved the policy a fifth of one with a failure); the LR stays (AdamW divides the
+# advantages' overall size out: what changes is that every step moves the policy as far).
 set -euo pipefail
 arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
 cd "$(dirname "$0")/.."
@@ -29,9 +29,9 @@ elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ] || [ "$arm" = F ] || [ "
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
   if [ "$arm" = D ]; then common+=(--set learner.lr=1.0e-3); fi
   if [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ] || [ "$arm" = H ]; then common+=(--set learner.beta=0.04); fi
-  if [ "$arm" = H ]; then common+=(--set learner.scale_rewards=batch --set learner.lr=2.0e-4); fi
+  if [ "$arm" = H ]; then common+=(--set learner.scale_rewards=batch); fi
   if [ "$arm" = F ]; then common+=(--set rollout.group_size=8); fi
-  if [ "$arm" = G ]; then
+  if [ "$arm" = G ] || [ "$arm" = H ]; then
     common+=(--set 'prompts.subjects=["a peach hibiscus", "a coral poppy", "a white anemone", "a violet iris"]'
       --set 'eval.subjects=["a red poppy", "a purple anemone", "a red rose", "a pink lotus", "a red tulip", "an orange marigold", "a red camellia", "a red zinnia", "a pink cosmos", "a wild rose", "a magenta hibiscus", "a yellow hibiscus"]')
   fi
