@@ -2,6 +2,7 @@
 
     python scripts/demo_seeds.py [--config configs/local.yaml] [--seeds 0 1 2] [--sft-seed 0]
         [--out docs/perf/demo_seeds.json] [--runs /tmp/demo-seeds] [--set KEY=VALUE ...]
+        [--eval-args "--unseen 0"]
 
 For each seed: ``brushrl train --config CONFIG --set run.seed=SEED --set policy.sft.seed=SFT_SEED``
 (its own local Ray cluster; the RL seed draws the prompts, the sampler's seeds and the LoRA init;
@@ -34,8 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_seed(config: str, seed: int, runs: Path, sets: list[str], sft_seed: int | None = 0) -> dict:
-    """Train and evaluate one seed; returns its record (raises ``CalledProcessError`` on failure)."""
+def run_seed(config: str, seed: int, runs: Path, sets: list[str], sft_seed: int | None = 0,
+             eval_args: list[str] = ()) -> dict:
+    """Train and evaluate one seed (``eval_args``: more arguments of ``brushrl eval``, e.g.
+    ``--unseen 0``); returns its record (raises ``CalledProcessError`` on failure)."""
     name = f"seed{seed}"
     common = [sys.executable, "-m", "brushrl.cli"]
     sets = [*([f"policy.sft.seed={sft_seed}"] if sft_seed is not None else []), *sets]
@@ -45,7 +48,7 @@ def run_seed(config: str, seed: int, runs: Path, sets: list[str], sft_seed: int 
     subprocess.run([*common, "train", "--config", config, "--name", name, "--output-dir", str(runs),
                     "--set", f"run.seed={seed}", *extra], check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     t1 = time.monotonic()
-    subprocess.run([*common, "eval", str(runs / name), "--checkpoint", "latest"], check=True, stdout=log,
+    subprocess.run([*common, "eval", str(runs / name), "--checkpoint", "latest", *eval_args], check=True, stdout=log,
                    stderr=subprocess.STDOUT, cwd=ROOT)
     t2 = time.monotonic()
     report = json.loads((runs / name / "eval" / "eval.json").read_text())
@@ -156,6 +159,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sft-seed", type=int, default=0, help="warm start of every seed (-1: each its own)")
     ap.add_argument("--runs", default="/tmp/demo-seeds", help="parent folder of the runs (default: %(default)s)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more training overrides")
+    ap.add_argument("--eval-args", default="", help="more arguments of `brushrl eval`, one string "
+                    "(e.g. \"--unseen 0\": the README's table has the held-out and training splits only)")
     ap.add_argument("--out", default="docs/perf/demo_seeds.json")
     ap.add_argument("--report-only", action="store_true",
                     help="train nothing: report the runs recorded in --out again from their eval samples")
@@ -175,9 +180,11 @@ def main(argv: list[str] | None = None) -> dict:
     runs.mkdir(parents=True, exist_ok=True)
     records = []
     for seed in args.seeds:
-        records.append(run_seed(args.config, seed, runs, args.set, None if args.sft_seed < 0 else args.sft_seed))
+        records.append(run_seed(args.config, seed, runs, args.set, None if args.sft_seed < 0 else args.sft_seed,
+                                args.eval_args.split()))
         print("\n".join(table(records[-1:])[1:-1]), flush=True)
-    record = {"config": args.config, "overrides": args.set, "sft_seed": args.sft_seed, "commit": _commit(),
+    record = {"config": args.config, "overrides": args.set, "eval_args": args.eval_args, "sft_seed": args.sft_seed,
+              "commit": _commit(),
               "seeds": records}
     print("\n".join(table(records)))
     print("\n".join(markdown(records)))
