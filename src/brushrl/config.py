@@ -740,9 +740,9 @@ class LearnerConfig(_Section):
     """How a group's rewards become advantages. ``total``: GRPO's, on the total reward, scaled by
     ``scale_rewards``. ``gate_quality``: the gate (pass/fail) and the quality of the passing
     paintings normalised apart and summed, GDPO-style (arXiv:2601.05242), then scaled as
-    ``scale_rewards`` says (``none``: to the total reward's batch spread): a painting better than its passing group-mates
-    gains as much as a pass over a failure (``brushrl.learner.advantages.gate_quality_advantages``;
-    why and what it did: docs/reward.md)."""
+    ``scale_rewards`` says (``none``: to the total reward's batch spread): a painting better than
+    its passing group-mates gains as much as a pass over a failure
+    (``brushrl.learner.advantages.gate_quality_advantages``; why and what it did: docs/reward.md)."""
     activation_checkpointing: bool | None = None
     """Recompute each decoder layer's activations in the backward instead of keeping them (None: on
     a GPU, where the plan's learner memory assumes it; off on the CPU). The single-process GPU smoke

@@ -164,7 +164,8 @@ def gate_quality_advantages(
       steps all passed, mean |A| 0.054 there vs 0.28 in the steps with a failure), so painting
       better is learnt at a fifth of failing less's rate in most steps;
     * ``"batch"``: ``s = 1 / std_batch(A_gate + A_q)`` (GDPO's batch normalisation as written):
-      every batch has unit spread, whichever channel it comes from;
+      every batch has unit spread, whichever channel it comes from (issue 35's arm H: the policy
+      moved further than under ``none`` and painted no better, docs/reward.md);
     * ``"group"``: ``s_k = 1 / std(A_gate + A_q over group k)``, each group to unit spread.
 
     Args:
