@@ -184,8 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
                                 args.eval_args.split()))
         print("\n".join(table(records[-1:])[1:-1]), flush=True)
     record = {"config": args.config, "overrides": args.set, "eval_args": args.eval_args, "sft_seed": args.sft_seed,
-              "commit": _commit(),
-              "seeds": records}
+              "commit": _commit(), "seeds": records}
     print("\n".join(table(records)))
     print("\n".join(markdown(records)))
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

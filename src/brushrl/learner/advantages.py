@@ -205,17 +205,15 @@ def gate_quality_advantages(
             out.append(a)
         raw.append(out)
     if scale_rewards == "group":
-        return [_scaled(g, 1.0, tol) for g in raw]
-    spread = reward_std([a for g in raw for a in g if a is not None])
-    target = 1.0 if scale_rewards == "batch" else reward_std([float(r) for g in groups for r in g if r is not None])
-    return [_scaled(g, target, tol, spread) for g in raw]
+        return [_scaled(g, 1.0, reward_std(_valid(g)), tol) for g in raw]
+    spread = reward_std([a for g in raw for a in _valid(g)])
+    target = 1.0 if scale_rewards == "batch" else reward_std([r for g in groups for r in _valid(g)])
+    return [_scaled(g, target, spread, tol) for g in raw]
 
 
-def _scaled(advs: list[float | None], target: float, tol: float, spread: float | None = None) -> list[float | None]:
-    """``advs`` times ``target / spread`` (``spread``: their own std when None); 0.0 for each
-    valid entry when ``spread <= tol`` (no signal to scale)."""
-    if spread is None:
-        spread = reward_std([a for a in advs if a is not None])
+def _scaled(advs: list[float | None], target: float, spread: float, tol: float) -> list[float | None]:
+    """``advs`` times ``target / spread``; 0.0 for each valid entry when ``spread <= tol`` (no
+    signal to scale)."""
     scale = target / spread if spread > tol else 0.0
     return [None if a is None else a * scale for a in advs]
 
