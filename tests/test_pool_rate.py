@@ -158,10 +158,18 @@ def test_filters_show_matching_paintings(browser, server, draft):
     assert sorted(page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.id)")) == ["c1", "c3", "c5"]
     page.keyboard.press("l")
     wait_acked(page, 1)
+    # Two filter changes in a row, the first one's answer held back until the second has shown:
+    # the late, stale answer (round all, tier unrated: five cards) must not replace the grid.
+    # (CI once saw exactly that race unforced: five cards where one was due.)
+    held = []
+    page.route(lambda url: "/api/items" in url and "round=" not in url and "tier=unrated" in url, lambda route: held.append(route))
     page.select_option("#f-round", "")
     page.select_option("#f-tier", "love")
     expect(page.locator(".card")).to_have_count(1, timeout=20000)
-    assert page.get_attribute(".card", "data-id") == "c1"
+    assert len(held) == 1
+    held[0].continue_()
+    page.wait_for_selector("body[data-items-answered='4']", state="attached")  # load, round 1, love, the stale one
+    assert page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.id)") == ["c1"]
 
 
 def test_untrusted_prompt_and_code_render_as_text(browser, server, draft):

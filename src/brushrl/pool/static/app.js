@@ -64,13 +64,21 @@ async function loadState() {
   fillSelect("f-round", st.facets.rounds);
 }
 
+let itemsAsked = 0;  // loadItems calls so far: only the newest one's answer may fill the grid
+
 async function loadItems() {
   const q = new URLSearchParams();
   for (const f of FILTERS) {
     const v = $(`f-${f}`).value;
     if (v !== "") q.set(f, v);
   }
-  items = (await api(`/api/items?${q}`)).items;
+  // Two filter changes in a row send two requests whose answers can come back in either order;
+  // an older answer arriving last would show the grid of filters no longer selected.
+  const ask = ++itemsAsked;
+  const got = (await api(`/api/items?${q}`)).items;
+  document.body.dataset.itemsAnswered = String(Number(document.body.dataset.itemsAnswered || 0) + 1);
+  if (ask !== itemsAsked) return;
+  items = got;
   cur = Math.min(cur, Math.max(items.length - 1, 0));
   render();
 }
