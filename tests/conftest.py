@@ -6,10 +6,34 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
 from brushrl.ray_setup import free_port  # noqa: F401 - re-exported for the test files
+
+#: The tests' SFT cache (``policy.sft.cache_dir`` of ``test_train.small_overrides``), shared by the
+#: test files so a tiny warm start is trained at most once per machine.
+SFT_CACHE = Path.home() / ".cache" / "brushrl-tests"
+#: Warm starts shipped with the tests, one folder per cache key: the memoriser of
+#: ``test_train.small_overrides`` (``tests/ship_memoriser.py`` builds it; its recipe is checked by
+#: ``test_train.test_the_shipped_memoriser_is_the_tests_recipe``). Training it took ~70 s of every
+#: fresh CI (issue 38); a recipe change misses it and trains, as before. The training is
+#: deterministic: trained with 1 or 2 torch threads, on a loaded box, the weights came out
+#: byte-identical to the shipped ones (sha256 of model.safetensors), so tests see what they saw.
+TEST_WARM_STARTS = Path(__file__).resolve().parent / "warm_starts"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shipped_test_warm_starts():
+    """Copy each shipped test warm start that ``SFT_CACHE`` lacks into it (``sft._install``: under a
+    temporary name, then renamed, so two xdist workers doing it at once is safe)."""
+    from brushrl.policy.sft import DONE_MARKER, _install
+
+    for entry in TEST_WARM_STARTS.glob("*"):
+        if (entry / DONE_MARKER).exists() and not (SFT_CACHE / entry.name / DONE_MARKER).exists():
+            _install(entry, SFT_CACHE / entry.name)
+
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # The workers share the cores: a tiny warm start trained with 2 torch threads while the other

@@ -31,16 +31,15 @@ from brushrl.artifacts.summary import summarize
 from brushrl.cli import main as cli_main
 from brushrl.config import load_config
 from brushrl.orchestrator.trainer import Trainer
-from conftest import free_port
+from conftest import SFT_CACHE, TEST_WARM_STARTS, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Shared by the tests of this module so the tiny warm start is trained once per machine.
-SFT_CACHE = Path.home() / ".cache" / "brushrl-tests"
 
 
 def small_overrides(tmp_path: Path, steps: int = 2) -> dict:
     """A config small enough for CI: 2 steps, G=3, one renderer, and a tiny policy that memorises
-    two corpus sketches (300 SFT steps, ~25 s) so that some completions pass the gate and render."""
+    two corpus sketches (300 SFT steps, ~25 s quiet; shipped in ``tests/warm_starts``) so that some
+    completions pass the gate and render."""
     return {
         "run.steps": steps,
         "run.name": "e2e",
@@ -93,6 +92,24 @@ def _check_tensorboard(run: Path) -> None:
     assert logged == pytest.approx(numbers)
     pngs = list((run / "png").rglob("*.png"))
     assert bool(acc.Tags()["images"]) == bool(pngs)
+
+
+def test_the_shipped_memoriser_is_the_tests_recipe(tmp_path):
+    """``tests/warm_starts`` holds the warm start of ``small_overrides`` as the code now computes its
+    key (a corpus, tokenizer, prompt or SFT change moves the key: then every test file sharing it
+    would train it again, ~70 s of each fresh CI), trained, and ``conftest`` installed it."""
+    from brushrl.policy.ship import config_key
+    from brushrl.policy.sft import DONE_MARKER
+
+    key = config_key(load_config(ROOT / "configs/local.yaml", small_overrides(tmp_path)))
+    shipped = sorted(p.name for p in TEST_WARM_STARTS.glob("*"))
+    assert (TEST_WARM_STARTS / key / DONE_MARKER).exists(), (
+        f"tests/warm_starts lacks the memoriser's key {key} (has {shipped}): run "
+        "`.venv/bin/python tests/ship_memoriser.py` and commit tests/warm_starts")
+    assert shipped == [key], f"stale entries beside {key}: {shipped}"
+    done = json.loads((TEST_WARM_STARTS / key / DONE_MARKER).read_text())
+    assert done["steps"] > 0 and done["final_loss"] < 0.5  # memorised: ln(1024) = 6.9 nats untrained
+    assert (SFT_CACHE / key / DONE_MARKER).exists()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 ``python -m brushrl.policy.ship [--config configs/local.yaml]`` trains (or takes from the cache) the
 config's warm start exactly as ``brushrl train`` would (:func:`brushrl.policy.sft.warm_start_policy`),
 then puts its folder in ``brushrl/policy/warm_starts/<key>/`` (``sft.SHIPPED_DIR``) and removes the
-other shipped entries: one shipped warm start, the demo's. Commit the folder.
+other shipped entries: one shipped warm start, the demo's. Commit the folder. :func:`ship` does the
+same into another folder (the tests' memoriser: ``tests/ship_memoriser.py``).
 
 ``--check`` only says whether the shipped entry is the config's (exit 1 if not), without training.
 """
@@ -14,6 +15,7 @@ import argparse
 import shutil
 import sys
 import time
+from pathlib import Path
 
 from brushrl.config import BrushRLConfig, load_config
 from brushrl.corpus.build import build_corpus
@@ -39,29 +41,43 @@ def config_key(cfg: BrushRLConfig) -> str:
                      revisions.key() if revisions else None)
 
 
+def ship(cfg: BrushRLConfig, into: Path = SHIPPED_DIR) -> tuple[str, int, list[str]]:
+    """Train (or take from the cache) ``cfg``'s warm start exactly as ``brushrl train`` would and
+    make it the one entry of ``into`` (``into/<key>/``; the other entries there are removed).
+
+    Returns:
+        ``(key, bytes of the entry, names of the removed entries)``.
+    """
+    key = config_key(cfg)
+    into.mkdir(parents=True, exist_ok=True)
+    shipped = sorted(d.name for d in into.glob("*") if d.is_dir() and not d.name.startswith("."))
+    system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
+    built = warm_start_policy(cfg, system_prompt)
+    folder = shutil.copytree(built.policy.model, into / f".tmp-{key}", dirs_exist_ok=True)
+    for old in shipped:
+        shutil.rmtree(into / old)
+    folder.rename(into / key)
+    size = sum(f.stat().st_size for f in (into / key).rglob("*") if f.is_file())
+    return key, size, [s for s in shipped if s != key]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="configs/local.yaml", help="the demo's config (default: %(default)s)")
     p.add_argument("--check", action="store_true", help="only check that the shipped entry is the config's")
     args = p.parse_args(argv)
     cfg = load_config(args.config)
-    key = config_key(cfg)
-    shipped = sorted(d.name for d in SHIPPED_DIR.glob("*") if d.is_dir())
     if args.check:
+        key = config_key(cfg)
+        shipped = sorted(d.name for d in SHIPPED_DIR.glob("*") if d.is_dir())
         ok = (SHIPPED_DIR / key / DONE_MARKER).exists()
         print(f"{args.config}: warm-start key {key}; shipped: {', '.join(shipped) or 'none'} -> "
               + ("ok" if ok else "stale: run `make warm-start` and commit src/brushrl/policy/warm_starts"))
         return 0 if ok else 1
     t0 = time.perf_counter()
-    system_prompt = resolve_system_prompt(cfg.prompts, cfg.gate.whitelist, cfg.render.canvas_size)
-    built = warm_start_policy(cfg, system_prompt)
-    folder = shutil.copytree(built.policy.model, SHIPPED_DIR / f".tmp-{key}", dirs_exist_ok=True)
-    for old in shipped:
-        shutil.rmtree(SHIPPED_DIR / old)
-    folder.rename(SHIPPED_DIR / key)
-    size = sum(f.stat().st_size for f in (SHIPPED_DIR / key).rglob("*") if f.is_file())
+    key, size, removed = ship(cfg)
     print(f"shipped warm start {key} ({size / 2**20:.1f} MiB) in {SHIPPED_DIR}, {time.perf_counter() - t0:.0f} s"
-          + (f"; removed {', '.join(s for s in shipped if s != key)}" if set(shipped) - {key} else ""))
+          + (f"; removed {', '.join(removed)}" if removed else ""))
     return 0
 
 
