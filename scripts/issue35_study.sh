@@ -13,7 +13,10 @@
 # H: G with gate_quality's sum at unit spread (learner.scale_rewards batch: a step whose group all
 # passed moved the policy a fifth of one with a failure); the LR stays (AdamW divides the
 # advantages' overall size out: what changes is that every step moves the policy as far; H, seed 0:
-# the KL rose to 0.014, its training prompts' gate fell 25 points, no better paintings).
+# the KL rose to 0.014, its training prompts' gate fell 25 points, no better paintings); I: G with
+# four groups a step (rollout.groups_per_step 4: four prompts drawn at random from the four subjects, so an
+# all-pass group shares its batch with failures and the gradient averages four subjects), 30 steps
+# (twice G's rollouts), checkpoints at 10/20/30.
 set -euo pipefail
 arm=$1; seed=$2; OUT_DIR=${3:-runs/issue35}
 cd "$(dirname "$0")/.."
@@ -25,14 +28,15 @@ if [ "$arm" = B ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.6, subject: 0.2, novelty: 0.1}'
     --set reward.novelty.distinct=0.6)
-elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ] || [ "$arm" = H ]; then
+elif [ "$arm" = C ] || [ "$arm" = D ] || [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ] || [ "$arm" = H ] || [ "$arm" = I ]; then
   common+=(--set learner.advantage=gate_quality
     --set 'reward.weights={gate: 0.05, length: 0.05, pool_similarity: 0.7, subject: 0.2}')
   if [ "$arm" = D ]; then common+=(--set learner.lr=1.0e-3); fi
-  if [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ] || [ "$arm" = H ]; then common+=(--set learner.beta=0.04); fi
+  if [ "$arm" = E ] || [ "$arm" = F ] || [ "$arm" = G ] || [ "$arm" = H ] || [ "$arm" = I ]; then common+=(--set learner.beta=0.04); fi
+  if [ "$arm" = I ]; then common+=(--steps 30 --set run.checkpoint_every=10 --set rollout.groups_per_step=4); fi
   if [ "$arm" = H ]; then common+=(--set learner.scale_rewards=batch); fi
   if [ "$arm" = F ]; then common+=(--set rollout.group_size=8); fi
-  if [ "$arm" = G ] || [ "$arm" = H ]; then
+  if [ "$arm" = G ] || [ "$arm" = H ] || [ "$arm" = I ]; then
     common+=(--set 'prompts.subjects=["a peach hibiscus", "a coral poppy", "a white anemone", "a violet iris"]'
       --set 'eval.subjects=["a red poppy", "a purple anemone", "a red rose", "a pink lotus", "a red tulip", "an orange marigold", "a red camellia", "a red zinnia", "a pink cosmos", "a wild rose", "a magenta hibiscus", "a yellow hibiscus"]')
   fi
